@@ -1,0 +1,393 @@
+//go:build ignore
+
+/* ftprobe's trace programs: one entry and one exit record per traced call,
+ * written to a ringbuf, with the call's duration computed here from a
+ * per-thread stack of entry frames (correct under nesting, recursion,
+ * sleeping and CPU migration, unlike a per-CPU slot).
+ *
+ * Attach paths:
+ *   fentry / fexit            one program instance per function (BTF id),
+ *                             function id in the attach cookie (>= 5.19)
+ *   kprobe.multi / kretprobe.multi
+ *                             one link for all functions, function id in
+ *                             the per-address cookie (>= 5.18)
+ */
+#include "ftprobe.h"
+
+char __license[] SEC("license") = "GPL";
+
+enum ftp_kind {
+	FTP_ENTRY = 1,
+	FTP_EXIT = 2,
+};
+
+enum ftp_mode {
+	FTP_MODE_FENTRY = 1,
+	FTP_MODE_KPROBE_MULTI = 2,
+};
+
+enum ftp_flags {
+	FTP_F_NO_ENTRY = 1,  /* exit without a recorded entry: duration unknown */
+	FTP_F_HAS_ARGS = 2,  /* args[] hold the entry arguments */
+	FTP_F_DEFERRED = 4,  /* entry was not emitted (duration/errors filter) */
+};
+
+/* Indexes of the per-CPU loss and hit counters in `stats`. */
+enum ftp_stat {
+	FTP_STAT_RINGBUF_DROP = 0,  /* bpf_ringbuf_reserve failed */
+	FTP_STAT_NO_ENTRY = 1,      /* exit with no matching entry frame */
+	FTP_STAT_DEPTH_OVERFLOW = 2,/* entry deeper than FTP_MAX_DEPTH */
+	FTP_STAT_UNWOUND = 3,       /* frames popped without their own exit */
+	FTP_STAT_STACK_FULL = 4,    /* no per-thread stack could be created */
+	FTP_STAT_ENTRY_HITS = 5,    /* entries that passed the filters */
+	FTP_STAT_EXIT_HITS = 6,     /* exits that passed the filters */
+	FTP_STAT_MAX = 8,
+};
+
+/* Per-function flags in `funcs`, filled from BTF in user space. */
+enum ftp_func_flags {
+	FTP_FN_RET_S32 = 1,  /* return type is a 32-bit signed int */
+	FTP_FN_RET_PTR = 2,  /* return type is a pointer (ERR_PTR aware) */
+	FTP_FN_RET_VOID = 4,
+};
+
+struct event {
+	__u64 ts_ns;        /* bpf_ktime_get_ns() at this event */
+	__u64 duration_ns;  /* exit only: time since the matching entry */
+	__u64 args[FTP_MAX_ARGS];
+	__s64 ret;          /* exit only: return value, sign-extended for int */
+	__u32 tgid;
+	__u32 tid;
+	__u32 func_id;      /* index into user space's function table */
+	__u32 cpu;
+	__u16 depth;        /* call depth of this thread, 0 = outermost */
+	__u8 kind;          /* enum ftp_kind */
+	__u8 mode;          /* enum ftp_mode */
+	__u8 flags;         /* enum ftp_flags */
+	__u8 nargs;
+	char comm[FTP_COMM_LEN];
+	__u8 _pad[2];
+};
+
+struct frame {
+	__u64 ts_ns;
+	__u64 args[FTP_MAX_ARGS];
+	__u32 func_id;
+	__u8 nargs;
+	__u8 _pad[3];
+};
+
+struct tstack {
+	__u32 depth;     /* frames in use */
+	__u32 overflow;  /* entries beyond FTP_MAX_DEPTH not recorded */
+	struct frame f[FTP_MAX_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tid */
+	__type(value, struct tstack);
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tstack);
+} zero_stack SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FTP_STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, __u32);  /* func id */
+	__type(value, __u32);/* enum ftp_func_flags */
+} funcs SEC(".maps");
+
+/* Process tree filter: tgids to trace when filter_tree is set. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} tgids SEC(".maps");
+
+/* Filters, set by user space before load (frozen .rodata). */
+volatile const __u32 filter_tgid = 0;
+volatile const __u32 filter_tid = 0;
+volatile const __u8 filter_tree = 0;
+volatile const __u8 filter_comm_len = 0;
+volatile const char filter_comm[FTP_COMM_LEN] = {};
+volatile const __u64 min_duration_ns = 0;
+volatile const __u8 errors_only = 0;
+
+/* Keeps struct event in BTF for bpf2go -type. */
+const struct event *unused_event __attribute__((unused));
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline int pass_filters(__u64 pid_tgid)
+{
+	__u32 tgid = pid_tgid >> 32;
+	__u32 tid = (__u32)pid_tgid;
+
+	if (filter_tgid && tgid != filter_tgid)
+		return 0;
+	if (filter_tid && tid != filter_tid)
+		return 0;
+	if (filter_tree && !bpf_map_lookup_elem(&tgids, &tgid))
+		return 0;
+	if (filter_comm_len) {
+		char comm[FTP_COMM_LEN];
+		bpf_get_current_comm(comm, sizeof(comm));
+		for (int i = 0; i < FTP_COMM_LEN; i++) {
+			if (comm[i] != filter_comm[i])
+				return 0;
+			if (comm[i] == 0)
+				break;
+		}
+	}
+	return 1;
+}
+
+static __always_inline struct tstack *get_stack(__u32 tid)
+{
+	struct tstack *st = bpf_map_lookup_elem(&stacks, &tid);
+	if (st)
+		return st;
+	__u32 zero = 0;
+	struct tstack *z = bpf_map_lookup_elem(&zero_stack, &zero);
+	if (!z)
+		return 0;
+	bpf_map_update_elem(&stacks, &tid, z, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&stacks, &tid);
+}
+
+static __always_inline void fill_common(struct event *e, __u64 pid_tgid, __u32 func_id,
+					__u8 kind, __u8 mode, __u16 depth)
+{
+	e->tgid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->func_id = func_id;
+	e->cpu = bpf_get_smp_processor_id();
+	e->kind = kind;
+	e->mode = mode;
+	e->depth = depth;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
+static __always_inline int on_entry(__u32 func_id, __u64 *args, __u8 nargs, __u8 mode)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!pass_filters(pid_tgid))
+		return 0;
+	count(FTP_STAT_ENTRY_HITS);
+
+	__u64 now = bpf_ktime_get_ns();
+	struct tstack *st = get_stack((__u32)pid_tgid);
+	if (!st) {
+		count(FTP_STAT_STACK_FULL);
+		return 0;
+	}
+	__u32 d = st->depth;
+	if (d >= FTP_MAX_DEPTH) {
+		st->overflow++;
+		count(FTP_STAT_DEPTH_OVERFLOW);
+		return 0;
+	}
+	struct frame *f = &st->f[d & (FTP_MAX_DEPTH - 1)];
+	f->ts_ns = now;
+	f->func_id = func_id;
+	f->nargs = nargs;
+	for (int i = 0; i < FTP_MAX_ARGS; i++)
+		f->args[i] = args[i];
+	st->depth = d + 1;
+
+	if (min_duration_ns || errors_only)
+		return 0; /* decided at exit, which carries the arguments */
+
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(FTP_STAT_RINGBUF_DROP);
+		return 0;
+	}
+	fill_common(e, pid_tgid, func_id, FTP_ENTRY, mode, d);
+	e->ts_ns = now;
+	e->duration_ns = 0;
+	e->ret = 0;
+	e->nargs = nargs;
+	e->flags = FTP_F_HAS_ARGS;
+	for (int i = 0; i < FTP_MAX_ARGS; i++)
+		e->args[i] = args[i];
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+static __always_inline __s64 normalize_ret(__u32 func_id, __u64 raw, int *is_err)
+{
+	__u32 *fl = bpf_map_lookup_elem(&funcs, &func_id);
+	__u32 flags = fl ? *fl : 0;
+	__s64 ret = (__s64)raw;
+
+	if (flags & FTP_FN_RET_S32)
+		ret = (__s64)(__s32)raw;
+	if (flags & FTP_FN_RET_VOID)
+		*is_err = 0;
+	else if (flags & FTP_FN_RET_S32)
+		*is_err = ret < 0;
+	else /* long or pointer: IS_ERR_VALUE */
+		*is_err = ret < 0 && ret >= -4095;
+	return ret;
+}
+
+static __always_inline int on_exit(__u32 func_id, __u64 raw_ret, __u8 mode)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!pass_filters(pid_tgid))
+		return 0;
+	count(FTP_STAT_EXIT_HITS);
+
+	__u64 now = bpf_ktime_get_ns();
+	int is_err = 0;
+	__s64 ret = normalize_ret(func_id, raw_ret, &is_err);
+
+	struct tstack *st = bpf_map_lookup_elem(&stacks, &(__u32){(__u32)pid_tgid});
+	struct frame *f = 0;
+	__u32 d = 0;
+	int found = -1;
+	if (st) {
+		d = st->depth;
+		if (d > FTP_MAX_DEPTH)
+			d = FTP_MAX_DEPTH;
+		if (d > 0 && st->f[(d - 1) & (FTP_MAX_DEPTH - 1)].func_id == func_id) {
+			found = d - 1;
+		} else if (st->overflow > 0) {
+			/* The entry was beyond the stack; it was counted then. */
+			st->overflow--;
+			return 0;
+		} else {
+			for (int i = FTP_MAX_DEPTH - 1; i >= 0; i--) {
+				if ((__u32)i < d && st->f[i].func_id == func_id) {
+					found = i;
+					break;
+				}
+			}
+		}
+	}
+
+	if (found >= 0 && st) {
+		f = &st->f[found & (FTP_MAX_DEPTH - 1)];
+		if (d - 1 > (__u32)found) {
+			/* Inner frames whose exits were never seen (missed runs). */
+			__u64 *v = bpf_map_lookup_elem(&stats, &(__u32){FTP_STAT_UNWOUND});
+			if (v)
+				*v += d - 1 - found;
+		}
+		st->depth = found;
+	} else {
+		count(FTP_STAT_NO_ENTRY);
+	}
+
+	__u64 dur = f ? now - f->ts_ns : 0;
+	if (min_duration_ns && (!f || dur < min_duration_ns))
+		return 0;
+	if (errors_only && !is_err)
+		return 0;
+
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(FTP_STAT_RINGBUF_DROP);
+		return 0;
+	}
+	fill_common(e, pid_tgid, func_id, FTP_EXIT, mode, found >= 0 ? found : 0);
+	e->ts_ns = now;
+	e->duration_ns = dur;
+	e->ret = ret;
+	e->flags = 0;
+	e->nargs = 0;
+	if (f) {
+		e->flags |= FTP_F_HAS_ARGS;
+		e->nargs = f->nargs;
+		for (int i = 0; i < FTP_MAX_ARGS; i++)
+			e->args[i] = f->args[i];
+	} else {
+		e->flags |= FTP_F_NO_ENTRY;
+		for (int i = 0; i < FTP_MAX_ARGS; i++)
+			e->args[i] = 0;
+	}
+	if (min_duration_ns || errors_only)
+		e->flags |= FTP_F_DEFERRED;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("fentry")
+int ftp_fentry(void *ctx)
+{
+	__u64 args[FTP_MAX_ARGS] = {};
+	__u64 n = bpf_get_func_arg_cnt(ctx);
+	for (int i = 0; i < FTP_MAX_ARGS; i++) {
+		if ((__u64)i < n)
+			bpf_get_func_arg(ctx, i, &args[i]);
+	}
+	return on_entry((__u32)bpf_get_attach_cookie(ctx), args,
+			n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, FTP_MODE_FENTRY);
+}
+
+SEC("fexit")
+int ftp_fexit(void *ctx)
+{
+	__u64 ret = 0;
+	bpf_get_func_ret(ctx, &ret);
+	return on_exit((__u32)bpf_get_attach_cookie(ctx), ret, FTP_MODE_FENTRY);
+}
+
+SEC("kprobe.multi")
+int ftp_kmulti(struct pt_regs *ctx)
+{
+	__u64 args[FTP_MAX_ARGS] = {
+		FTP_ARG0(ctx), FTP_ARG1(ctx), FTP_ARG2(ctx),
+		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
+	};
+	return on_entry((__u32)bpf_get_attach_cookie(ctx), args, FTP_MAX_ARGS,
+			FTP_MODE_KPROBE_MULTI);
+}
+
+SEC("kretprobe.multi")
+int ftp_kretmulti(struct pt_regs *ctx)
+{
+	return on_exit((__u32)bpf_get_attach_cookie(ctx), FTP_RET(ctx),
+		       FTP_MODE_KPROBE_MULTI);
+}
+
+/* Follow the traced command's process tree (filter_tree). */
+SEC("tp_btf/sched_process_fork")
+int ftp_fork(__u64 *ctx)
+{
+	struct task_struct *parent = (struct task_struct *)ctx[0];
+	struct task_struct *child = (struct task_struct *)ctx[1];
+	__u32 ptgid = parent->tgid;
+	if (!bpf_map_lookup_elem(&tgids, &ptgid))
+		return 0;
+	__u32 ctgid = child->tgid;
+	__u8 one = 1;
+	bpf_map_update_elem(&tgids, &ctgid, &one, BPF_ANY);
+	return 0;
+}

@@ -1,0 +1,408 @@
+// Package lab boots real kernels under QEMU with an initramfs holding a
+// static ftprobe (or a test binary) and a Go init, so tracing code can be
+// exercised on kernels the host cannot provide.
+package lab
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cavaliergopher/cpio"
+
+	"github.com/ftprobe/ftprobe/internal/guest"
+)
+
+// Config describes one lab run.
+type Config struct {
+	Kernel   *Kernel
+	Binary   string   // ftprobe built for the guest architecture (static)
+	Exec     string   // guest path to run instead of ftprobe (e.g. a test binary); "" runs ftprobe
+	Args     []string // arguments of the guest command
+	Env      []string // extra guest environment, KEY=VALUE
+	Add      []string // HOST:GUEST files to carry
+	CPUs     int
+	MemoryMB int
+	Timeout  time.Duration
+	Accel    string // auto, kvm or tcg
+	Append   string // extra kernel parameters
+	Keep     bool   // keep the initramfs and print its path
+	Stdout   io.Writer
+	Stderr   io.Writer // harness messages
+}
+
+// Result is the outcome of a lab run.
+type Result struct {
+	ExitStatus int           // the guest command's exit status
+	Accel      string        // accelerator actually used
+	Boot       time.Duration // from QEMU start to the guest command start
+	Total      time.Duration // from Run start to QEMU exit
+	Prepare    time.Duration // building the initramfs
+	Initramfs  string        // kept initramfs path (Keep only)
+	Release    string        // guest uname -r
+}
+
+// ErrTimeout reports a guest that did not finish within Config.Timeout.
+var ErrTimeout = errors.New("guest did not finish in time")
+
+// QemuBinary returns the QEMU system emulator for arch and the Debian
+// package that holds it.
+func QemuBinary(arch string) (bin, pkg string) {
+	if arch == "arm64" {
+		return "qemu-system-aarch64", "qemu-system-arm"
+	}
+	return "qemu-system-x86_64", "qemu-system-x86"
+}
+
+// Run boots the kernel, runs the guest command and returns its exit status.
+// Errors: QEMU missing (naming the package), a kernel that panics or hangs
+// (ErrTimeout, with the last 30 console lines), an initramfs that cannot be
+// built.
+func Run(ctx context.Context, c Config) (*Result, error) {
+	start := time.Now()
+	if c.Stdout == nil {
+		c.Stdout = os.Stdout
+	}
+	if c.Stderr == nil {
+		c.Stderr = os.Stderr
+	}
+	bin, pkg := QemuBinary(c.Kernel.Arch)
+	qemu, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("%s not found: install it with `apt-get install %s`", bin, pkg)
+	}
+	initrd, err := os.CreateTemp("", "ftprobe-initramfs-*.cpio")
+	if err != nil {
+		return nil, err
+	}
+	initrd.Close()
+	if !c.Keep {
+		defer os.Remove(initrd.Name())
+	}
+	if err := c.buildInitramfs(initrd.Name()); err != nil {
+		return nil, err
+	}
+	res := &Result{Prepare: time.Since(start)}
+	if c.Keep {
+		res.Initramfs = initrd.Name()
+	}
+	accel := c.Accel
+	if accel == "" || accel == "auto" {
+		accel = "tcg"
+		if kvmUsable(c.Kernel.Arch) {
+			accel = "kvm"
+		}
+	}
+	res.Accel = accel
+	err = c.boot(ctx, qemu, initrd.Name(), accel, res, start)
+	if errors.Is(err, errKVMBroken) && c.Accel != "kvm" {
+		fmt.Fprintf(c.Stderr, "ftprobe vm: KVM cannot boot this kernel (nested hypervisor); falling back to TCG\n")
+		res.Accel = "tcg"
+		err = c.boot(ctx, qemu, initrd.Name(), "tcg", res, start)
+	}
+	res.Total = time.Since(start)
+	return res, err
+}
+
+func kvmUsable(arch string) bool {
+	host := runtime.GOARCH
+	if host != arch {
+		return false
+	}
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+var errKVMBroken = errors.New("kvm cannot run this guest")
+
+func (c *Config) qemuArgs(initrd, accel string) []string {
+	cpus := c.CPUs
+	if cpus <= 0 {
+		cpus = 2
+	}
+	mem := c.MemoryMB
+	if mem <= 0 {
+		mem = 1024
+	}
+	var args []string
+	console := "ttyS0"
+	if c.Kernel.Arch == "arm64" {
+		console = "ttyAMA0"
+		args = append(args, "-M", "virt")
+		if accel == "kvm" {
+			args = append(args, "-cpu", "host", "-accel", "kvm")
+		} else {
+			args = append(args, "-cpu", "max", "-accel", "tcg")
+		}
+	} else {
+		if accel == "kvm" {
+			args = append(args, "-cpu", "host", "-accel", "kvm")
+		} else {
+			args = append(args, "-cpu", "max", "-accel", "tcg")
+		}
+	}
+	app := "console=" + console + " quiet panic=-1 oops=panic"
+	if c.Append != "" {
+		app += " " + c.Append
+	}
+	args = append(args, "-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
+		"-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio",
+		"-kernel", c.Kernel.Image, "-initrd", initrd, "-append", app)
+	return args
+}
+
+// boot runs QEMU once, streaming the console to c.Stdout (without the exit
+// marker) and returning the guest's exit status in res.
+func (c *Config) boot(ctx context.Context, qemu, initrd, accel string, res *Result, start time.Time) error {
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	qstart := time.Now()
+	cmd := exec.Command(qemu, c.qemuArgs(initrd, accel)...)
+	cmd.Stdin = nil
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", qemu, err)
+	}
+
+	var (
+		mu        sync.Mutex
+		tail      []string
+		status    = -1
+		kvmBroken bool
+		sawOutput = make(chan struct{}, 1)
+	)
+	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			l := sc.Text()
+			if strings.Contains(l, "KVM internal error") || strings.Contains(l, "kvm run failed") {
+				mu.Lock()
+				kvmBroken = true
+				mu.Unlock()
+				kill()
+			}
+			fmt.Fprintln(c.Stderr, "qemu: "+l)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		first := true
+		for sc.Scan() {
+			l := strings.TrimRight(sc.Text(), "\r")
+			if first {
+				first = false
+				sawOutput <- struct{}{}
+			}
+			mu.Lock()
+			tail = append(tail, l)
+			if len(tail) > 30 {
+				tail = tail[1:]
+			}
+			mu.Unlock()
+			if v, ok := strings.CutPrefix(l, guest.StartMarker); ok {
+				res.Boot = time.Since(qstart)
+				res.Release = strings.TrimSpace(v)
+				continue
+			}
+			if i := strings.Index(l, guest.ExitMarker); i >= 0 {
+				if n, err := strconv.Atoi(strings.TrimSpace(l[i+len(guest.ExitMarker):])); err == nil {
+					mu.Lock()
+					status = n
+					mu.Unlock()
+				}
+				if pre := l[:i]; pre != "" {
+					fmt.Fprintln(c.Stdout, pre)
+				}
+				continue
+			}
+			fmt.Fprintln(c.Stdout, l)
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		wg.Wait()
+		done <- cmd.Wait()
+	}()
+	var noOutput <-chan time.Time
+	if accel == "kvm" {
+		t := time.NewTimer(30 * time.Second)
+		defer t.Stop()
+		noOutput = t.C
+	}
+	var werr error
+	timedOut := false
+loop:
+	for {
+		select {
+		case werr = <-done:
+			break loop
+		case <-sawOutput:
+			noOutput = nil
+		case <-noOutput:
+			mu.Lock()
+			kvmBroken = true
+			mu.Unlock()
+			kill()
+		case <-ctx.Done():
+			timedOut = true
+			kill()
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if kvmBroken {
+		return errKVMBroken
+	}
+	if timedOut {
+		return fmt.Errorf("%w (--timeout %s, kernel %s); last console lines:\n%s", ErrTimeout, timeout, c.Kernel, strings.Join(tail, "\n"))
+	}
+	if status < 0 {
+		return fmt.Errorf("guest powered off without an exit status (kernel panic or crash; qemu: %v); last console lines:\n%s", werr, strings.Join(tail, "\n"))
+	}
+	res.ExitStatus = status
+	return nil
+}
+
+// buildInitramfs writes a newc cpio: /init (ftprobe, which acts as init when
+// it runs as pid 1), /bin/ftprobe, the guest command in /etc/ftprobe/guest.json,
+// a known file for workloads, and the --add files.
+func (c *Config) buildInitramfs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := cpio.NewWriter(f)
+	dirs := map[string]bool{}
+	mkdir := func(d string) error {
+		var parts []string
+		for d != "/" && d != "." && d != "" {
+			parts = append([]string{d}, parts...)
+			d = filepath.Dir(d)
+		}
+		for _, p := range parts {
+			if dirs[p] {
+				continue
+			}
+			dirs[p] = true
+			if err := w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(p, "/"), Mode: cpio.TypeDir | 0o755}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	addBytes := func(name string, b []byte, mode cpio.FileMode) error {
+		if err := mkdir(filepath.Dir(name)); err != nil {
+			return err
+		}
+		if err := w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(name, "/"), Mode: cpio.TypeReg | mode, Size: int64(len(b))}); err != nil {
+			return err
+		}
+		_, err := w.Write(b)
+		return err
+	}
+	addFile := func(name, src string) error {
+		fi, err := os.Stat(src)
+		if err != nil {
+			return fmt.Errorf("--add %s: %w", src, err)
+		}
+		if err := mkdir(filepath.Dir(name)); err != nil {
+			return err
+		}
+		if err := w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(name, "/"), Mode: cpio.TypeReg | cpio.FileMode(fi.Mode().Perm()), Size: fi.Size()}); err != nil {
+			return err
+		}
+		in, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		_, err = io.Copy(w, in)
+		return err
+	}
+	for _, d := range []string{"/dev", "/proc", "/sys", "/tmp", "/run", "/etc"} {
+		if err := mkdir(d); err != nil {
+			return err
+		}
+	}
+	if err := addFile("/bin/ftprobe", c.Binary); err != nil {
+		return fmt.Errorf("guest binary: %w", err)
+	}
+	if err := mkdir("/"); err != nil {
+		return err
+	}
+	if err := w.WriteHeader(&cpio.Header{Name: "init", Mode: cpio.TypeSymlink | 0o777, Linkname: "/bin/ftprobe", Size: int64(len("/bin/ftprobe"))}); err != nil {
+		return err
+	}
+	if _, err := w.Write([]byte("/bin/ftprobe")); err != nil {
+		return err
+	}
+	argv := append([]string{"/bin/ftprobe"}, c.Args...)
+	if c.Exec != "" {
+		argv = append([]string{c.Exec}, c.Args...)
+	}
+	spec, _ := json.Marshal(guest.Spec{Argv: argv, Env: append([]string{"FTPROBE_LAB=1", "FTPROBE_LAB_KERNEL=" + c.Kernel.String()}, c.Env...)})
+	if err := addBytes(guest.SpecPath, spec, 0o644); err != nil {
+		return err
+	}
+	if err := addBytes("/etc/hostname", []byte("ftprobe-lab\n"), 0o644); err != nil {
+		return err
+	}
+	if c.Kernel.Config != "" && c.Kernel.Release != "" {
+		if b, err := os.ReadFile(c.Kernel.Config); err == nil {
+			if err := addBytes("/boot/config-"+c.Kernel.Release, b, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	for _, a := range c.Add {
+		host, g, ok := strings.Cut(a, ":")
+		if !ok || !strings.HasPrefix(g, "/") {
+			return fmt.Errorf("--add %q: want HOST:GUEST with an absolute guest path", a)
+		}
+		if err := addFile(g, host); err != nil {
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("initramfs: %w", err)
+	}
+	return f.Close()
+}
+
+func gzipReader(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }
