@@ -234,9 +234,15 @@ func (c *Config) boot(ctx context.Context, qemu, initrd, accel string, res *Resu
 				tail = tail[1:]
 			}
 			mu.Unlock()
-			if v, ok := strings.CutPrefix(l, guest.StartMarker); ok {
+			if i := strings.Index(l, guest.StartMarker); i >= 0 {
 				res.Boot = time.Since(qstart)
-				res.Release = strings.TrimSpace(v)
+				res.Release = strings.TrimSpace(l[i+len(guest.StartMarker):])
+				if pre := l[:i]; pre != "" {
+					fmt.Fprintln(c.Stdout, pre)
+				}
+				continue
+			}
+			if strings.HasSuffix(l, "reboot: Power down") {
 				continue
 			}
 			if i := strings.Index(l, guest.ExitMarker); i >= 0 {

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ftprobe/ftprobe/internal/exitcode"
+	"github.com/ftprobe/ftprobe/internal/trace"
+)
+
+func newTraceCmd() *cobra.Command {
+	var (
+		o          trace.Options
+		outFile    string
+		bufferSize uint32
+		pid, tid   uint32
+	)
+	cmd := &cobra.Command{
+		Use:   "trace [flags] PATTERN... [-- COMMAND ARGS...]",
+		Short: "Trace kernel functions through fentry/fexit or kprobe.multi, one line per entry and exit",
+		Long: `trace attaches to kernel functions and prints every entry and exit.
+
+PATTERN is an exact name (do_sys_openat2), a glob (vfs_*), a module-qualified
+name ('name [module]', module:glob) or name@ADDRESS for one copy of a
+duplicated static function. Candidates come from available_filter_functions;
+fentry also needs a BTF prototype.
+
+--mode fentry attaches an fentry and an fexit program per function (BPF
+trampolines via ftrace direct calls); kprobe-multi attaches one kprobe.multi
+and one kretprobe.multi link for all functions (fprobe); auto picks from what
+the kernel supports and how many functions match.
+
+With -- COMMAND, ftprobe starts the command, traces only its process tree
+(filtered in the kernel) and exits with the command's status.`,
+		Example: `  ftprobe trace do_sys_openat2 vfs_read -- ftprobe workload open --count 3
+  ftprobe trace --mode kprobe-multi 'vfs_*' --exclude 'vfs_statx*' --duration 5s
+  ftprobe trace --errors --output json do_sys_openat2 -o trace.jsonl`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if at := cmd.ArgsLenAtDash(); at >= 0 {
+				o.Patterns, o.Command = args[:at], args[at:]
+				if len(o.Command) == 0 {
+					return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: nothing after --"))
+				}
+			} else {
+				o.Patterns = args
+			}
+			if len(o.Patterns) == 0 {
+				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: no function pattern"))
+			}
+			if o.Output != "text" && o.Output != "json" {
+				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--output %q: want text or json", o.Output))
+			}
+			o.Filters.TGID, o.Filters.TID = pid, tid
+			o.RingbufSize = bufferSize
+			o.Out = cmd.OutOrStdout()
+			o.Log = cmd.ErrOrStderr()
+			if outFile != "" && outFile != "-" {
+				f, err := os.Create(outFile)
+				if err != nil {
+					return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("-o: %w", err))
+				}
+				defer f.Close()
+				o.Out = f
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			_, err := trace.Run(ctx, o)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Mode, "mode", "auto", "auto, fentry or kprobe-multi")
+	f.StringArrayVar(&o.Excludes, "exclude", nil, "remove functions matching GLOB (repeatable)")
+	f.StringVar(&o.Output, "output", "text", "text or json (JSON lines, field names in README)")
+	f.StringVarP(&outFile, "out", "o", "", "write events to FILE")
+	f.Uint32Var(&pid, "pid", 0, "only this process (tgid), filtered in the kernel")
+	f.Uint32Var(&tid, "tid", 0, "only this thread, filtered in the kernel")
+	f.StringVar(&o.Filters.Comm, "comm", "", "only tasks with this comm, filtered in the kernel")
+	f.DurationVar(&o.Filters.MinDuration, "min-duration", 0, "only calls at least this long (emitted at exit with entry args)")
+	f.BoolVar(&o.Filters.ErrorsOnly, "errors", false, "only calls returning a negative int or an error pointer")
+	f.DurationVar(&o.Duration, "duration", 0, "stop after this long")
+	f.IntVar(&o.Count, "count", 0, "stop after N events")
+	f.IntVar(&o.MaxFunctions, "max-functions", 2000, "refuse patterns matching more functions than this")
+	f.Uint32Var(&bufferSize, "buffer-size", 4<<20, "ringbuf size in bytes (power-of-two multiple of the page size)")
+	f.BoolVar(&o.Strict, "strict", false, "exit non-zero when any event or probe run was lost")
+	f.BoolVarP(&o.Verbose, "verbose", "v", false, "print the plan: each function, its prototype, and why any was skipped")
+	return cmd
+}
+
+func newInternalExecCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "internal-exec -- COMMAND ARGS...",
+		Hidden: true,
+		Args:   cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return trace.ExecGated(args)
+		},
+	}
+}

@@ -1,0 +1,540 @@
+// Package attach loads ftprobe's trace programs and attaches them to kernel
+// functions, either through BPF trampolines (fentry/fexit: one program pair
+// per function, reached by an ftrace direct call) or through fprobe
+// (kprobe.multi/kretprobe.multi: one link pair for all functions).
+package attach
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+// Modes accepted by Open.
+const (
+	ModeFentry      = symbols.ModeFentry      // fentry + fexit, >= 5.5 (x86), 6.4 (arm64)
+	ModeKprobeMulti = symbols.ModeKprobeMulti // kprobe.multi + kretprobe.multi, >= 5.18 with CONFIG_FPROBE (arm64: 6.14)
+)
+
+// Event mode values, as the BPF side writes them (enum ftp_mode).
+const (
+	EventModeFentry      = 1
+	EventModeKprobeMulti = 2
+)
+
+// Filters are applied in the kernel, at entry and at exit.
+type Filters struct {
+	TGID        uint32        // only this process (0 = any)
+	TID         uint32        // only this thread (0 = any)
+	Comm        string        // only this comm (exact, <= 15 bytes)
+	Tree        bool          // only processes added with AddTGID and their descendants
+	MinDuration time.Duration // emit only calls at least this long (at exit, with entry args)
+	ErrorsOnly  bool          // emit only calls returning a negative int / error pointer
+}
+
+// Options configure Open.
+type Options struct {
+	Mode        string
+	Funcs       []*symbols.Func // IDs must be 0..len-1
+	Filters     Filters
+	RingbufSize uint32 // bytes; a power-of-two multiple of the page size (default 4 MiB)
+	Kernel      *kfeat.Info
+	// Progress, when set, is called as functions attach (fentry).
+	Progress func(done, total int)
+	// AttachMulti replaces link.KprobeMulti (tests).
+	AttachMulti func(prog *ebpf.Program, opts link.KprobeMultiOptions, ret bool) (link.Link, error)
+}
+
+// Failure is one function that could not be attached, with the reason.
+type Failure struct {
+	Func *symbols.Func
+	Err  error
+}
+
+// Tracer holds the loaded programs, maps and links of one trace. The caller
+// must Close it; Close detaches every link.
+type Tracer struct {
+	Mode     string
+	Attached []*symbols.Func // attached functions
+	Failed   []Failure       // functions left out, with reasons
+
+	maps      bpfobj.TraceMaps
+	progs     []*ebpf.Program
+	links     []link.Link
+	fork      link.Link
+	multi     []link.Link // kprobe-multi links (entry, exit)
+	closeOnce sync.Once
+}
+
+// ValidateRingbufSize checks that n is a power-of-two multiple of the page
+// size, as BPF_MAP_TYPE_RINGBUF requires (kernel/bpf/ringbuf.c).
+func ValidateRingbufSize(n uint32) error {
+	ps := uint32(unix.Getpagesize())
+	if n < ps || n&(n-1) != 0 {
+		return fmt.Errorf("ringbuf size %d: must be a power-of-two multiple of the page size (%d bytes)", n, ps)
+	}
+	return nil
+}
+
+// Open loads the programs for opts.Mode and attaches them to opts.Funcs.
+// Functions that fail individually are recorded in Failed (kprobe-multi
+// bisects a failing link to find them); if none attach, Open returns an
+// error explained by kfeat.Info.Explain and leaves nothing attached.
+// Minimum kernel: fentry 5.19 (attach cookies), arm64 6.4 (direct calls);
+// kprobe-multi 5.18 with CONFIG_FPROBE, arm64 6.14.
+func Open(opts Options) (t *Tracer, err error) {
+	if opts.Kernel == nil {
+		opts.Kernel = kfeat.Load()
+	}
+	if len(opts.Funcs) == 0 {
+		return nil, errors.New("attach: no functions")
+	}
+	if opts.RingbufSize == 0 {
+		opts.RingbufSize = 4 << 20
+	}
+	if err := ValidateRingbufSize(opts.RingbufSize); err != nil {
+		return nil, err
+	}
+	spec, err := bpfobj.LoadTrace()
+	if err != nil {
+		return nil, fmt.Errorf("load BPF object: %w", err)
+	}
+	spec.Maps["events"].MaxEntries = opts.RingbufSize
+	spec.Maps["funcs"].MaxEntries = uint32(max(len(opts.Funcs), 1))
+	if err := setFilters(spec, opts.Filters); err != nil {
+		return nil, err
+	}
+	t = &Tracer{Mode: opts.Mode}
+	defer func() {
+		if err != nil {
+			t.Close()
+			t = nil
+		}
+	}()
+	if err := spec.LoadAndAssign(&t.maps, nil); err != nil {
+		return nil, opts.Kernel.Explain(opts.Mode, "", fmt.Errorf("create maps: %w", err))
+	}
+	for _, f := range opts.Funcs {
+		var fl uint32
+		if f.Proto != nil {
+			switch f.Proto.RetKind {
+			case symbols.RetS32:
+				fl = 1
+			case symbols.RetPtr:
+				fl = 2
+			case symbols.RetVoid:
+				fl = 4
+			}
+		}
+		if err := t.maps.Funcs.Put(f.ID, fl); err != nil {
+			return nil, fmt.Errorf("funcs map: %w", err)
+		}
+	}
+	repl := map[string]*ebpf.Map{
+		"events": t.maps.Events, "stacks": t.maps.Stacks, "zero_stack": t.maps.ZeroStack,
+		"stats": t.maps.Stats, "funcs": t.maps.Funcs, "tgids": t.maps.Tgids,
+	}
+	if opts.Filters.Tree {
+		var p struct {
+			Fork *ebpf.Program `ebpf:"ftp_fork"`
+		}
+		if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork", err)
+		}
+		t.progs = append(t.progs, p.Fork)
+		if t.fork, err = link.AttachTracing(link.TracingOptions{Program: p.Fork}); err != nil {
+			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork", err)
+		}
+	}
+	switch opts.Mode {
+	case ModeFentry:
+		err = t.openFentry(spec, repl, opts)
+	case ModeKprobeMulti:
+		err = t.openKprobeMulti(spec, repl, opts)
+	default:
+		err = fmt.Errorf("attach: unknown mode %q (want %s or %s)", opts.Mode, ModeFentry, ModeKprobeMulti)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func setFilters(spec *ebpf.CollectionSpec, f Filters) error {
+	set := func(name string, v any) error {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("BPF object lacks variable %s", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+		return nil
+	}
+	var comm [16]byte
+	if len(f.Comm) > 15 {
+		return fmt.Errorf("--comm %q: longer than the kernel's 15-byte comm", f.Comm)
+	}
+	copy(comm[:], f.Comm)
+	b2u8 := func(b bool) uint8 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	for _, e := range []struct {
+		n string
+		v any
+	}{
+		{"filter_tgid", f.TGID}, {"filter_tid", f.TID}, {"filter_tree", b2u8(f.Tree)},
+		{"filter_comm_len", uint8(len(f.Comm))}, {"filter_comm", comm},
+		{"min_duration_ns", uint64(f.MinDuration.Nanoseconds())}, {"errors_only", b2u8(f.ErrorsOnly)},
+	} {
+		if err := set(e.n, e.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	raiseNofile(2*len(opts.Funcs) + 256)
+	type result struct {
+		f     *symbols.Func
+		progs []*ebpf.Program
+		links []link.Link
+		err   error
+	}
+	jobs := make(chan *symbols.Func)
+	results := make(chan result)
+	workers := runtime.NumCPU()
+	if workers > 8 {
+		workers = 8
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := spec.Copy()
+			cache := btf.NewCache() // per worker: a Cache is not safe for concurrent use
+			for f := range jobs {
+				r := result{f: f}
+				for _, pt := range []struct {
+					name string
+					at   ebpf.AttachType
+					mode string
+				}{{"ftp_fentry", ebpf.AttachTraceFEntry, "fentry"}, {"ftp_fexit", ebpf.AttachTraceFExit, "fexit"}} {
+					local.Programs[pt.name].AttachTo = f.BTFName
+					prog, err := loadWithMaps(local, pt.name, repl, cache)
+					if err != nil {
+						r.err = opts.Kernel.Explain(pt.mode, f.Display(), err)
+						break
+					}
+					r.progs = append(r.progs, prog)
+					l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: pt.at, Cookie: uint64(f.ID)})
+					if err != nil {
+						r.err = opts.Kernel.Explain(pt.mode, f.Display(), err)
+						break
+					}
+					r.links = append(r.links, l)
+				}
+				results <- r
+			}
+		}()
+	}
+	go func() {
+		for _, f := range opts.Funcs {
+			jobs <- f
+		}
+		close(jobs)
+		wg.Wait()
+		close(results)
+	}()
+	done := 0
+	var firstUnsupported error
+	for r := range results {
+		done++
+		if opts.Progress != nil {
+			opts.Progress(done, len(opts.Funcs))
+		}
+		t.progs = append(t.progs, r.progs...)
+		if r.err != nil {
+			for _, l := range r.links {
+				l.Close()
+			}
+			t.Failed = append(t.Failed, Failure{r.f, r.err})
+			if firstUnsupported == nil && (errors.Is(r.err, kfeat.ErrUnsupported) || errors.Is(r.err, kfeat.ErrPrivilege)) {
+				firstUnsupported = r.err
+			}
+			continue
+		}
+		t.links = append(t.links, r.links...)
+		t.Attached = append(t.Attached, r.f)
+	}
+	sort.Slice(t.Attached, func(i, j int) bool { return t.Attached[i].ID < t.Attached[j].ID })
+	sort.Slice(t.Failed, func(i, j int) bool { return t.Failed[i].Func.ID < t.Failed[j].Func.ID })
+	if len(t.Attached) == 0 {
+		if firstUnsupported != nil {
+			return firstUnsupported
+		}
+		return t.Failed[0].Err
+	}
+	return nil
+}
+
+// loadWithMaps loads one program of spec with the tracer's maps.
+func loadWithMaps(spec *ebpf.CollectionSpec, name string, repl map[string]*ebpf.Map, cache *btf.Cache) (*ebpf.Program, error) {
+	var out *ebpf.Program
+	coll := &ebpf.CollectionSpec{
+		Maps:      spec.Maps,
+		Programs:  map[string]*ebpf.ProgramSpec{name: spec.Programs[name]},
+		Variables: spec.Variables,
+		Types:     spec.Types,
+		ByteOrder: spec.ByteOrder,
+	}
+	c, err := ebpf.NewCollectionWithOptions(coll, ebpf.CollectionOptions{MapReplacements: repl, Cache: cache})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	out = c.DetachProgram(name)
+	if out == nil {
+		return nil, fmt.Errorf("program %s missing after load", name)
+	}
+	return out, nil
+}
+
+func (t *Tracer) openKprobeMulti(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	var p struct {
+		Entry *ebpf.Program `ebpf:"ftp_kmulti"`
+		Exit  *ebpf.Program `ebpf:"ftp_kretmulti"`
+	}
+	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		return opts.Kernel.Explain("kprobe.multi", "", err)
+	}
+	t.progs = append(t.progs, p.Entry, p.Exit)
+	attach := opts.AttachMulti
+	if attach == nil {
+		attach = func(prog *ebpf.Program, o link.KprobeMultiOptions, ret bool) (link.Link, error) {
+			if ret {
+				return link.KretprobeMulti(prog, o)
+			}
+			return link.KprobeMulti(prog, o)
+		}
+	}
+	// Find the functions the kernel refuses, by bisection, on the entry link.
+	tryEntry := func(fs []*symbols.Func) (link.Link, error) {
+		return attach(p.Entry, multiOpts(fs), false)
+	}
+	good, bad, entry, err := Bisect(opts.Funcs, tryEntry)
+	if err != nil && len(good) == 0 {
+		return opts.Kernel.Explain("kprobe.multi", describeFuncs(opts.Funcs), err)
+	}
+	for _, b := range bad {
+		t.Failed = append(t.Failed, Failure{b.Func, opts.Kernel.Explain("kprobe.multi", b.Func.Display(), b.Err)})
+	}
+	t.multi = append(t.multi, entry)
+	exit, err := attach(p.Exit, multiOpts(good), true)
+	if err != nil {
+		return opts.Kernel.Explain("kretprobe.multi", describeFuncs(good), err)
+	}
+	t.multi = append(t.multi, exit)
+	t.Attached = good
+	return nil
+}
+
+func describeFuncs(fs []*symbols.Func) string {
+	if len(fs) == 1 {
+		return fs[0].Display()
+	}
+	return fmt.Sprintf("%d functions", len(fs))
+}
+
+func multiOpts(fs []*symbols.Func) link.KprobeMultiOptions {
+	o := link.KprobeMultiOptions{}
+	for _, f := range fs {
+		o.Addresses = append(o.Addresses, uintptr(f.Addr))
+		o.Cookies = append(o.Cookies, uint64(f.ID))
+	}
+	return o
+}
+
+// Bisect attaches fs with try; when the whole set fails, it splits it to
+// find the functions the kernel refuses, and attaches the rest in one
+// link. It returns the attached functions, the refused ones with their
+// errors and the link. err is set when nothing could be attached (the
+// error of the whole set). A set of n functions with b bad ones costs
+// O(b log n) attempts.
+func Bisect(fs []*symbols.Func, try func([]*symbols.Func) (link.Link, error)) (good []*symbols.Func, bad []Failure, l link.Link, err error) {
+	l, err = try(fs)
+	if err == nil {
+		return fs, nil, l, nil
+	}
+	whole := err
+	if errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP) {
+		return nil, nil, nil, err // the mode itself is missing: bisection cannot help
+	}
+	var find func([]*symbols.Func)
+	find = func(set []*symbols.Func) {
+		if len(set) == 0 {
+			return
+		}
+		tl, terr := try(set)
+		if terr == nil {
+			tl.Close()
+			good = append(good, set...)
+			return
+		}
+		if len(set) == 1 {
+			bad = append(bad, Failure{set[0], terr})
+			return
+		}
+		find(set[:len(set)/2])
+		find(set[len(set)/2:])
+	}
+	find(fs)
+	if len(good) == 0 {
+		return nil, bad, nil, whole
+	}
+	sort.Slice(good, func(i, j int) bool { return good[i].ID < good[j].ID })
+	l, err = try(good)
+	if err != nil {
+		return nil, bad, nil, err
+	}
+	return good, bad, l, nil
+}
+
+// Reader opens a ringbuf reader on the events map; the caller closes it.
+func (t *Tracer) Reader() (*ringbuf.Reader, error) {
+	return ringbuf.NewReader(t.maps.Events)
+}
+
+// AddTGID adds a process to the tree filter (Filters.Tree).
+func (t *Tracer) AddTGID(tgid uint32) error {
+	return t.maps.Tgids.Put(tgid, uint8(1))
+}
+
+// Losses counts everything that was not delivered.
+type Losses struct {
+	RingbufDrops   uint64 `json:"ringbuf_drops"`        // bpf_ringbuf_reserve failures (ringbuf full)
+	NoEntry        uint64 `json:"exits_without_entry"`  // exits with no matching entry frame
+	DepthOverflow  uint64 `json:"depth_overflow"`       // entries deeper than the per-thread stack
+	Unwound        uint64 `json:"unwound_frames"`       // entries whose own exit was never seen
+	StackFull      uint64 `json:"stack_map_full"`       // threads without a stack slot
+	EntryHits      uint64 `json:"entry_hits"`           // entries that passed the filters
+	ExitHits       uint64 `json:"exit_hits"`            // exits that passed the filters
+	KprobeMissed   uint64 `json:"kprobe_missed"`        // fprobe missed runs (kprobe.multi link info, 6.7+)
+	RecursionMiss  uint64 `json:"recursion_misses"`     // program runs skipped by recursion protection
+	OpenAtExit     uint64 `json:"entries_without_exit"` // frames still open when the trace stopped
+	SkippedFuncs   int    `json:"skipped_functions"`
+	FailedAttaches int    `json:"failed_attaches"`
+}
+
+// Any reports whether anything was lost.
+func (l Losses) Any() bool {
+	return l.RingbufDrops+l.NoEntry+l.DepthOverflow+l.Unwound+l.StackFull+l.KprobeMissed+l.RecursionMiss+l.OpenAtExit > 0
+}
+
+// Losses reads the per-CPU counters, link and program miss counts and the
+// frames still open.
+func (t *Tracer) Losses() (Losses, error) {
+	var l Losses
+	read := func(idx uint32) uint64 {
+		var vals []uint64
+		if err := t.maps.Stats.Lookup(idx, &vals); err != nil {
+			return 0
+		}
+		var s uint64
+		for _, v := range vals {
+			s += v
+		}
+		return s
+	}
+	l.RingbufDrops = read(0)
+	l.NoEntry = read(1)
+	l.DepthOverflow = read(2)
+	l.Unwound = read(3)
+	l.StackFull = read(4)
+	l.EntryHits = read(5)
+	l.ExitHits = read(6)
+	for _, ml := range t.multi {
+		if ml == nil {
+			continue
+		}
+		if info, err := ml.Info(); err == nil {
+			if km := info.KprobeMulti(); km != nil {
+				l.KprobeMissed += km.Missed
+			}
+		}
+	}
+	for _, p := range t.progs {
+		if st, err := p.Stats(); err == nil {
+			l.RecursionMiss += st.RecursionMisses
+		}
+	}
+	var key uint32
+	var st bpfobj.TraceTstack
+	it := t.maps.Stacks.Iterate()
+	for it.Next(&key, &st) {
+		l.OpenAtExit += uint64(min(st.Depth, 16)) + uint64(st.Overflow)
+	}
+	l.FailedAttaches = len(t.Failed)
+	return l, nil
+}
+
+// Close detaches every link (concurrently for many fentry links) and frees
+// programs and maps. It is safe to call more than once.
+func (t *Tracer) Close() error {
+	t.closeOnce.Do(func() {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for _, l := range append(append([]link.Link{}, t.multi...), t.links...) {
+			if l == nil {
+				continue
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(l link.Link) {
+				defer wg.Done()
+				l.Close()
+				<-sem
+			}(l)
+		}
+		wg.Wait()
+		if t.fork != nil {
+			t.fork.Close()
+		}
+		for _, p := range t.progs {
+			if p != nil {
+				p.Close()
+			}
+		}
+		t.maps.Close()
+	})
+	return nil
+}
+
+func raiseNofile(n int) {
+	var r unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &r) != nil {
+		return
+	}
+	if r.Cur < uint64(n) {
+		r.Cur = min(max(uint64(n), r.Cur), r.Max)
+		unix.Setrlimit(unix.RLIMIT_NOFILE, &r)
+	}
+}

@@ -1,0 +1,359 @@
+// Package events decodes ftprobe's ringbuf records (the bpf2go-generated
+// TraceEvent, native endianness) and formats them as text lines or JSON
+// lines.
+package events
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+// Record kinds and flags, as the BPF side writes them (bpf/trace.bpf.c).
+const (
+	KindEntry = 1
+	KindExit  = 2
+
+	FlagNoEntry  = 1 // exit without a recorded entry: duration unknown
+	FlagHasArgs  = 2 // args hold the entry arguments
+	FlagDeferred = 4 // entry not emitted (--min-duration/--errors); exit carries args
+)
+
+// RecordSize is the size in bytes of one ringbuf record.
+const RecordSize = int(unsafe.Sizeof(bpfobj.TraceEvent{}))
+
+// Decode copies a ringbuf sample into e. The sample is the kernel's struct
+// event in native byte order; it returns an error when the size differs.
+func Decode(sample []byte, e *bpfobj.TraceEvent) error {
+	if len(sample) < RecordSize {
+		return fmt.Errorf("event record of %d bytes, want %d", len(sample), RecordSize)
+	}
+	*e = *(*bpfobj.TraceEvent)(unsafe.Pointer(&sample[0]))
+	return nil
+}
+
+// Comm returns the event's comm as a string.
+func Comm(e *bpfobj.TraceEvent) string {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&e.Comm[0])), len(e.Comm))
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+// ModeName names an event's attach mode.
+func ModeName(m uint8) string {
+	switch m {
+	case 1:
+		return "fentry"
+	case 2:
+		return "kprobe-multi"
+	}
+	return "mode" + strconv.Itoa(int(m))
+}
+
+// Table maps function ids to functions.
+type Table []*symbols.Func
+
+// Lookup returns the function for id, or nil.
+func (t Table) Lookup(id uint32) *symbols.Func {
+	if int(id) < len(t) {
+		return t[id]
+	}
+	return nil
+}
+
+// AppendArgs appends "(a, b, ...)" for an entry: with a BTF prototype,
+// "name=value" per parameter (signed decimal, unsigned decimal, pointers
+// in hex, NULL); without one, nargs raw hex values.
+func AppendArgs(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {
+	b = append(b, '(')
+	n := int(e.Nargs)
+	var params []symbols.Param
+	if f != nil && f.Proto != nil {
+		params = f.Proto.Params
+		n = min(len(params), 6)
+	}
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		v := e.Args[i]
+		if i < len(params) {
+			p := params[i]
+			if p.Name != "" {
+				b = append(b, p.Name...)
+				b = append(b, '=')
+			}
+			b = appendValue(b, v, p.Kind, p.Size)
+		} else {
+			b = append(b, "0x"...)
+			b = strconv.AppendUint(b, v, 16)
+		}
+	}
+	if f != nil && f.Proto != nil && len(params) > 6 {
+		b = append(b, ", ..."...)
+	}
+	return append(b, ')')
+}
+
+func appendValue(b []byte, v uint64, k symbols.ArgKind, size uint32) []byte {
+	switch k {
+	case symbols.ArgInt, symbols.ArgEnum:
+		switch size {
+		case 1:
+			return strconv.AppendInt(b, int64(int8(v)), 10)
+		case 2:
+			return strconv.AppendInt(b, int64(int16(v)), 10)
+		case 4:
+			return strconv.AppendInt(b, int64(int32(v)), 10)
+		}
+		return strconv.AppendInt(b, int64(v), 10)
+	case symbols.ArgUint:
+		if size < 8 && size > 0 {
+			v &= 1<<(8*size) - 1
+		}
+		return strconv.AppendUint(b, v, 10)
+	case symbols.ArgBool:
+		if v&0xff != 0 {
+			return append(b, "true"...)
+		}
+		return append(b, "false"...)
+	case symbols.ArgPtr, symbols.ArgCharPtr:
+		if v == 0 {
+			return append(b, "NULL"...)
+		}
+	}
+	b = append(b, "0x"...)
+	return strconv.AppendUint(b, v, 16)
+}
+
+// AppendRet appends a return value: errno names for negative ints
+// (-ENOENT), ERR_PTR(-E...) for error pointers, hex for pointers, decimal
+// otherwise.
+func AppendRet(b []byte, f *symbols.Func, ret int64) []byte {
+	kind := symbols.RetLong
+	if f != nil && f.Proto != nil {
+		kind = f.Proto.RetKind
+	}
+	switch kind {
+	case symbols.RetVoid:
+		return append(b, "void"...)
+	case symbols.RetPtr:
+		if ret < 0 && ret >= -4095 {
+			b = append(b, "ERR_PTR("...)
+			b = appendErrno(b, ret)
+			return append(b, ')')
+		}
+		if ret == 0 {
+			return append(b, "NULL"...)
+		}
+		b = append(b, "0x"...)
+		return strconv.AppendUint(b, uint64(ret), 16)
+	case symbols.RetS32, symbols.RetLong:
+		if ret < 0 && ret >= -4095 {
+			return appendErrno(b, ret)
+		}
+	}
+	return strconv.AppendInt(b, ret, 10)
+}
+
+func appendErrno(b []byte, ret int64) []byte {
+	if n := unix.ErrnoName(unix.Errno(-ret)); n != "" {
+		b = append(b, '-')
+		return append(b, n...)
+	}
+	return strconv.AppendInt(b, ret, 10)
+}
+
+// AppendDuration appends d (ns) with a unit: ns, µs, ms or s.
+func AppendDuration(b []byte, ns uint64) []byte {
+	switch {
+	case ns < 1000:
+		b = strconv.AppendUint(b, ns, 10)
+		return append(b, "ns"...)
+	case ns < 1000_000:
+		b = strconv.AppendFloat(b, float64(ns)/1e3, 'f', 3, 64)
+		return append(b, "µs"...)
+	case ns < 1000_000_000:
+		b = strconv.AppendFloat(b, float64(ns)/1e6, 'f', 3, 64)
+		return append(b, "ms"...)
+	}
+	b = strconv.AppendFloat(b, float64(ns)/1e9, 'f', 3, 64)
+	return append(b, 's')
+}
+
+// FuncName returns the display name for id.
+func (t Table) FuncName(id uint32) string {
+	if f := t.Lookup(id); f != nil {
+		return f.Display()
+	}
+	return "func#" + strconv.Itoa(int(id))
+}
+
+// Text formats events as text lines:
+//
+//	TIME(s) CPU COMM TGID/TID  → func(args)
+//	TIME(s) CPU COMM TGID/TID  ← func = ret  duration
+//
+// indented two spaces per call depth of the thread.
+type Text struct {
+	Table Table
+	Base  uint64 // timestamp of the first event (ns), set on first use
+	buf   []byte
+}
+
+// Append appends one formatted line (with newline) to b.
+func (t *Text) Append(b []byte, e *bpfobj.TraceEvent) []byte {
+	if t.Base == 0 {
+		t.Base = e.TsNs
+	}
+	f := t.Table.Lookup(e.FuncId)
+	rel := e.TsNs - t.Base
+	b = strconv.AppendFloat(b, float64(rel)/1e9, 'f', 6, 64)
+	b = append(b, ' ')
+	b = appendPad(b, strconv.Itoa(int(e.Cpu)), 3)
+	b = append(b, ' ')
+	b = append(b, Comm(e)...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(e.Tgid), 10)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, uint64(e.Tid), 10)
+	b = append(b, "  "...)
+	for i := 0; i < int(e.Depth) && i < 32; i++ {
+		b = append(b, "  "...)
+	}
+	name := t.Table.FuncName(e.FuncId)
+	if e.Kind == KindEntry {
+		b = append(b, "→ "...)
+		b = append(b, name...)
+		b = AppendArgs(b, f, e)
+	} else {
+		b = append(b, "← "...)
+		b = append(b, name...)
+		if e.Flags&FlagDeferred != 0 && e.Flags&FlagHasArgs != 0 {
+			b = AppendArgs(b, f, e)
+		}
+		b = append(b, " = "...)
+		b = AppendRet(b, f, e.Ret)
+		b = append(b, "  "...)
+		if e.Flags&FlagNoEntry != 0 {
+			b = append(b, "(no entry)"...)
+		} else {
+			b = AppendDuration(b, e.DurationNs)
+		}
+	}
+	return append(b, '\n')
+}
+
+func appendPad(b []byte, s string, w int) []byte {
+	for i := len(s); i < w; i++ {
+		b = append(b, ' ')
+	}
+	return append(b, s...)
+}
+
+// JSON formats events as JSON lines. Fields (units in the names):
+//
+//	type        "entry" | "exit"
+//	ts_ns       CLOCK_MONOTONIC timestamp (bpf_ktime_get_ns), ns
+//	cpu, tgid, tid, comm
+//	func, module, func_id, mode ("fentry" | "kprobe-multi"), depth
+//	args        [u64...] raw argument registers (entry, and exit with entry args)
+//	ret         exit: return value (int64, sign-extended for int functions)
+//	ret_str     exit: decoded return value ("-ENOENT", "ERR_PTR(-EINVAL)")
+//	duration_ns exit: time since the matching entry, ns (absent without entry)
+//	no_entry    exit: true when no entry was recorded
+type JSON struct {
+	Table Table
+}
+
+// Append appends one JSON line to b.
+func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
+	f := j.Table.Lookup(e.FuncId)
+	if e.Kind == KindEntry {
+		b = append(b, `{"type":"entry","ts_ns":`...)
+	} else {
+		b = append(b, `{"type":"exit","ts_ns":`...)
+	}
+	b = strconv.AppendUint(b, e.TsNs, 10)
+	b = append(b, `,"cpu":`...)
+	b = strconv.AppendUint(b, uint64(e.Cpu), 10)
+	b = append(b, `,"tgid":`...)
+	b = strconv.AppendUint(b, uint64(e.Tgid), 10)
+	b = append(b, `,"tid":`...)
+	b = strconv.AppendUint(b, uint64(e.Tid), 10)
+	b = append(b, `,"comm":`...)
+	b = strconv.AppendQuote(b, Comm(e))
+	b = append(b, `,"func":`...)
+	if f != nil {
+		b = strconv.AppendQuote(b, f.Name)
+		if f.Module != "" {
+			b = append(b, `,"module":`...)
+			b = strconv.AppendQuote(b, f.Module)
+		}
+	} else {
+		b = strconv.AppendQuote(b, j.Table.FuncName(e.FuncId))
+	}
+	b = append(b, `,"func_id":`...)
+	b = strconv.AppendUint(b, uint64(e.FuncId), 10)
+	b = append(b, `,"mode":"`...)
+	b = append(b, ModeName(e.Mode)...)
+	b = append(b, `","depth":`...)
+	b = strconv.AppendUint(b, uint64(e.Depth), 10)
+	if e.Flags&FlagHasArgs != 0 {
+		b = append(b, `,"args":[`...)
+		n := int(e.Nargs)
+		if f != nil && f.Proto != nil {
+			n = min(len(f.Proto.Params), 6)
+		}
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendUint(b, e.Args[i], 10)
+		}
+		b = append(b, ']')
+	}
+	if e.Kind == KindExit {
+		b = append(b, `,"ret":`...)
+		b = strconv.AppendInt(b, e.Ret, 10)
+		b = append(b, `,"ret_str":"`...)
+		b = AppendRet(b, f, e.Ret)
+		b = append(b, '"')
+		if e.Flags&FlagNoEntry != 0 {
+			b = append(b, `,"no_entry":true`...)
+		} else {
+			b = append(b, `,"duration_ns":`...)
+			b = strconv.AppendUint(b, e.DurationNs, 10)
+		}
+	}
+	return append(b, "}\n"...)
+}
+
+// Signature is "ret name(type a, type b)" from a prototype, for plans.
+func Signature(f *symbols.Func) string {
+	if f.Proto == nil {
+		return f.Name + "(?)"
+	}
+	var parts []string
+	for _, p := range f.Proto.Params {
+		parts = append(parts, strings.TrimSpace(p.Type+" "+p.Name))
+	}
+	if f.Proto.Varargs {
+		parts = append(parts, "...")
+	}
+	return f.Proto.Ret + " " + f.Name + "(" + strings.Join(parts, ", ") + ")"
+}
+
+// Since formats a duration for summaries.
+func Since(d time.Duration) string { return d.Round(time.Millisecond).String() }

@@ -1,0 +1,694 @@
+// Package symbols resolves function patterns against the running kernel:
+// /proc/kallsyms (addresses, modules), tracefs available_filter_functions
+// (what ftrace can patch) and BTF (prototypes, for fentry), and says for
+// each attach mode whether a function can be traced and why not.
+package symbols
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf/btf"
+)
+
+// Attach modes a function is checked for.
+const (
+	ModeFentry      = "fentry"
+	ModeKprobeMulti = "kprobe-multi"
+)
+
+// Sym is one text symbol from /proc/kallsyms.
+type Sym struct {
+	Name   string
+	Addr   uint64
+	Module string // "" for vmlinux
+}
+
+// ParseKallsyms reads /proc/kallsyms format ("ADDR TYPE NAME [MODULE]") and
+// returns the text (t/T) symbols. Addresses are zero without privilege
+// (kptr_restrict); callers must check.
+func ParseKallsyms(r io.Reader) ([]Sym, error) {
+	var out []Sym
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<16)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 3 || (f[1] != "t" && f[1] != "T") {
+			continue
+		}
+		a, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms: bad address %q", f[0])
+		}
+		s := Sym{Name: f[2], Addr: a}
+		if len(f) >= 4 {
+			s.Module = strings.Trim(f[3], "[]")
+		}
+		out = append(out, s)
+	}
+	return out, sc.Err()
+}
+
+// FilterKey names a function in available_filter_functions.
+type FilterKey struct{ Name, Module string }
+
+// ParseFilterFunctions reads tracefs available_filter_functions ("NAME" or
+// "NAME [MODULE]", one per patchable call site) and counts each name.
+func ParseFilterFunctions(r io.Reader) (map[FilterKey]int, error) {
+	out := map[FilterKey]int{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<16)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		k := FilterKey{Name: f[0]}
+		if len(f) >= 2 {
+			k.Module = strings.Trim(f[1], "[]")
+		}
+		out[k]++
+	}
+	return out, sc.Err()
+}
+
+var suffixRe = regexp.MustCompile(`\.(isra|constprop|part|cold|llvm|lto_priv)(\.\d+)*$|(\.(isra|constprop|part|cold|llvm|lto_priv)\.\d+)+$`)
+
+// BaseName strips compiler-generated suffixes (.isra.0, .constprop.0,
+// .part.0, .cold, .llvm.NNN) from a symbol name.
+func BaseName(name string) string {
+	for {
+		i := strings.IndexByte(name, '.')
+		if i <= 0 {
+			return name
+		}
+		return name[:i]
+	}
+}
+
+// IsSuffixedCopy reports whether name carries a compiler suffix.
+func IsSuffixedCopy(name string) bool { return strings.IndexByte(name, '.') > 0 }
+
+// denyList holds functions that tracing would recurse into BPF or ftrace
+// itself, or that the kernel refuses (kernel/bpf/verifier.c btf_id_deny,
+// kernel/trace/ftrace.c notrace paths).
+var denyList = []string{
+	"rcu_read_lock*", "rcu_read_unlock*", "__rcu_read_lock", "__rcu_read_unlock",
+	"migrate_disable", "migrate_enable", "preempt_count_add", "preempt_count_sub",
+	"__bpf_prog_enter*", "__bpf_prog_exit*", "bpf_*", "__bpf_*",
+	"ftrace_*", "__ftrace_*", "fprobe_*", "rethook_*", "function_graph_*",
+	"__x64_sys_*_bpf", "arch_ftrace_*", "trace_hardirqs_*", "lockdep_*",
+	"do_idle", "cpu_idle*", "default_idle*", "arch_cpu_idle*",
+	"__rcu_*", "rcu_note_*", "*_rcu_*_enter", "*_rcu_*_exit",
+	"kprobe_*", "*kretprobe*", "bpf_dispatcher_*", "copy_from_kernel_nofault*",
+}
+
+// Denied returns the deny-list pattern that name matches, or "".
+func Denied(name string) string {
+	b := BaseName(name)
+	for _, p := range denyList {
+		if ok, _ := path.Match(p, b); ok {
+			return p
+		}
+	}
+	return ""
+}
+
+// Proto is a function's BTF prototype, reduced to what tracing needs.
+type Proto struct {
+	Params        []Param
+	Ret           string // C type of the return value
+	RetKind       RetKind
+	Varargs       bool
+	StructByValue string // first parameter passed by value as a struct/union
+}
+
+// Param is one parameter.
+type Param struct {
+	Name string
+	Type string // C spelling, e.g. "const char *"
+	Kind ArgKind
+	Size uint32 // bytes
+}
+
+// RetKind classifies a return value for decoding.
+type RetKind int
+
+// Return kinds.
+const (
+	RetOther RetKind = iota
+	RetVoid
+	RetS32 // int-sized signed: errno-style
+	RetPtr // pointer: ERR_PTR-style
+	RetLong
+)
+
+// ArgKind classifies an argument for formatting.
+type ArgKind int
+
+// Argument kinds.
+const (
+	ArgInt ArgKind = iota
+	ArgUint
+	ArgPtr
+	ArgCharPtr
+	ArgBool
+	ArgEnum
+	ArgStruct
+	ArgOther
+)
+
+// ProtoFromBTF reduces a BTF function to a Proto.
+func ProtoFromBTF(fn *btf.Func) (*Proto, error) {
+	fp, ok := fn.Type.(*btf.FuncProto)
+	if !ok {
+		return nil, fmt.Errorf("%s: BTF type is %T, not a prototype", fn.Name, fn.Type)
+	}
+	p := &Proto{}
+	for i, prm := range fp.Params {
+		if prm.Type == nil || (i == len(fp.Params)-1 && prm.Name == "" && isVoid(prm.Type)) {
+			p.Varargs = true
+			continue
+		}
+		q := Param{Name: prm.Name, Type: cType(prm.Type)}
+		q.Kind, q.Size = classify(prm.Type)
+		if q.Kind == ArgStruct && p.StructByValue == "" {
+			p.StructByValue = prm.Name
+		}
+		p.Params = append(p.Params, q)
+	}
+	p.Ret = cType(fp.Return)
+	switch k, sz := classify(fp.Return); {
+	case fp.Return == nil || isVoid(fp.Return):
+		p.RetKind = RetVoid
+		p.Ret = "void"
+	case k == ArgPtr || k == ArgCharPtr:
+		p.RetKind = RetPtr
+	case k == ArgInt && sz == 4:
+		p.RetKind = RetS32
+	case k == ArgInt && sz == 8:
+		p.RetKind = RetLong
+	}
+	return p, nil
+}
+
+func isVoid(t btf.Type) bool {
+	_, ok := btf.UnderlyingType(t).(*btf.Void)
+	return t == nil || ok
+}
+
+func classify(t btf.Type) (ArgKind, uint32) {
+	if t == nil {
+		return ArgOther, 0
+	}
+	switch u := btf.UnderlyingType(t).(type) {
+	case *btf.Int:
+		if u.Encoding&btf.Bool != 0 {
+			return ArgBool, u.Size
+		}
+		if u.Encoding&btf.Signed != 0 {
+			return ArgInt, u.Size
+		}
+		return ArgUint, u.Size
+	case *btf.Enum:
+		return ArgEnum, u.Size
+	case *btf.Pointer:
+		tgt := btf.UnderlyingType(u.Target)
+		for {
+			q, ok := tgt.(*btf.Const)
+			if !ok {
+				break
+			}
+			tgt = btf.UnderlyingType(q.Type)
+		}
+		if i, ok := tgt.(*btf.Int); ok && i.Size == 1 {
+			return ArgCharPtr, 8
+		}
+		return ArgPtr, 8
+	case *btf.Struct, *btf.Union:
+		sz, _ := btf.Sizeof(u)
+		return ArgStruct, uint32(sz)
+	}
+	return ArgOther, 0
+}
+
+func cType(t btf.Type) string {
+	if t == nil {
+		return "void"
+	}
+	var gf btf.GoFormatter
+	_ = gf
+	switch v := t.(type) {
+	case *btf.Pointer:
+		return cType(v.Target) + " *"
+	case *btf.Const:
+		return "const " + cType(v.Type)
+	case *btf.Volatile:
+		return "volatile " + cType(v.Type)
+	case *btf.Restrict:
+		return cType(v.Type)
+	case *btf.Struct:
+		return "struct " + v.Name
+	case *btf.Union:
+		return "union " + v.Name
+	case *btf.Enum:
+		return "enum " + v.Name
+	case *btf.Void:
+		return "void"
+	case *btf.FuncProto:
+		return "func"
+	}
+	if n := t.TypeName(); n != "" {
+		return n
+	}
+	return fmt.Sprintf("%T", t)
+}
+
+// Func is one resolved traceable candidate: one address of one symbol.
+type Func struct {
+	ID      uint32 // index in the plan's function table (set by Resolve)
+	Name    string // kallsyms name, e.g. "foo.isra.0"
+	Module  string // "" for vmlinux
+	Addr    uint64
+	Copies  int    // addresses with this name and module in kallsyms
+	Proto   *Proto // nil without BTF
+	BTFName string // BTF function name used for fentry ("" without BTF)
+	// Skip says, per mode, why this function cannot be traced ("" = can).
+	Skip map[string]string
+}
+
+// Display is the name with module and, for copies, the address.
+func (f *Func) Display() string {
+	s := f.Name
+	if f.Module != "" {
+		s += " [" + f.Module + "]"
+	}
+	return s
+}
+
+// Kernel is the symbol view of one kernel.
+type Kernel struct {
+	Syms    []Sym
+	byName  map[string][]int
+	Filter  map[FilterKey]int // nil when tracefs is unreadable
+	BTF     func(name, module string) (*btf.Func, error)
+	Arch    string // "arm64" or "amd64"
+	MaxArgs int    // trampoline argument limit
+}
+
+// NewKernel indexes syms.
+func NewKernel(syms []Sym, filter map[FilterKey]int, lookup func(name, module string) (*btf.Func, error), arch string, maxArgs int) *Kernel {
+	k := &Kernel{Syms: syms, Filter: filter, BTF: lookup, Arch: arch, MaxArgs: maxArgs, byName: map[string][]int{}}
+	for i, s := range syms {
+		k.byName[s.Name] = append(k.byName[s.Name], i)
+	}
+	return k
+}
+
+// TracefsPath is where ftprobe expects tracefs.
+const TracefsPath = "/sys/kernel/tracing"
+
+// ErrNoTracefs reports an unmounted tracefs.
+var ErrNoTracefs = errors.New("tracefs is not mounted at " + TracefsPath + " (mount it: mount -t tracefs tracefs " + TracefsPath + ")")
+
+// LoadKernel reads /proc/kallsyms, available_filter_functions and the
+// kernel BTF (vmlinux, and module BTF on demand). Errors: unreadable
+// kallsyms, zeroed addresses (no privilege), ErrNoTracefs.
+func LoadKernel(arch string, maxArgs int) (*Kernel, error) {
+	f, err := os.Open("/proc/kallsyms")
+	if err != nil {
+		return nil, fmt.Errorf("read kallsyms: %w", err)
+	}
+	defer f.Close()
+	syms, err := ParseKallsyms(f)
+	if err != nil {
+		return nil, err
+	}
+	if len(syms) > 0 && syms[0].Addr == 0 && syms[len(syms)/2].Addr == 0 {
+		return nil, errors.New("kallsyms addresses are hidden (kptr_restrict): run as root with CAP_SYSLOG")
+	}
+	ff, err := os.Open(TracefsPath + "/available_filter_functions")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, ErrNoTracefs
+		}
+		return nil, fmt.Errorf("read available_filter_functions: %w", err)
+	}
+	defer ff.Close()
+	filter, err := ParseFilterFunctions(ff)
+	if err != nil {
+		return nil, err
+	}
+	cache := btf.NewCache()
+	lookup := func(name, module string) (*btf.Func, error) {
+		var spec *btf.Spec
+		var err error
+		if module == "" {
+			spec, err = cache.Kernel()
+		} else {
+			spec, err = cache.Module(module)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var fn *btf.Func
+		if err := spec.TypeByName(name, &fn); err != nil {
+			return nil, err
+		}
+		return fn, nil
+	}
+	return NewKernel(syms, filter, lookup, arch, maxArgs), nil
+}
+
+// Pattern is one parsed function pattern.
+type Pattern struct {
+	Raw    string
+	Glob   string // name or glob
+	Module string // "" = any for globs, vmlinux or unique for exact names
+	Addr   uint64 // name@ADDR
+	Exact  bool
+}
+
+// ParsePattern accepts NAME, GLOB, "NAME [MODULE]", MODULE:GLOB and
+// NAME@0xADDR.
+func ParsePattern(s string) (Pattern, error) {
+	p := Pattern{Raw: s}
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return p, errors.New("empty function pattern")
+	}
+	if i := strings.Index(s, " ["); i > 0 && strings.HasSuffix(s, "]") {
+		p.Module = s[i+2 : len(s)-1]
+		s = s[:i]
+	} else if i := strings.IndexByte(s, ':'); i > 0 {
+		p.Module, s = s[:i], s[i+1:]
+	}
+	if i := strings.IndexByte(s, '@'); i > 0 {
+		a, err := strconv.ParseUint(strings.TrimPrefix(s[i+1:], "0x"), 16, 64)
+		if err != nil {
+			return p, fmt.Errorf("pattern %q: bad address after @", p.Raw)
+		}
+		p.Addr, s = a, s[:i]
+	}
+	if _, err := path.Match(s, ""); err != nil {
+		return p, fmt.Errorf("pattern %q: %w", p.Raw, err)
+	}
+	p.Glob = s
+	p.Exact = !strings.ContainsAny(s, "*?[")
+	return p, nil
+}
+
+func (p Pattern) matchName(name string) bool {
+	if p.Exact {
+		return name == p.Glob || BaseName(name) == p.Glob
+	}
+	ok, _ := path.Match(p.Glob, name)
+	if !ok && IsSuffixedCopy(name) {
+		ok, _ = path.Match(p.Glob, BaseName(name))
+	}
+	return ok
+}
+
+// Resolution is the outcome of resolving patterns for one mode.
+type Resolution struct {
+	Mode    string
+	Funcs   []*Func          // traceable in Mode, IDs 0..n-1
+	Skipped []*Func          // matched but not traceable in Mode (Skip[Mode] says why)
+	Notes   []string         // ambiguity and copy notes
+	Reasons map[string]int   // skip reason -> count
+}
+
+// SkipSummary is "skipped N: 5 not in available_filter_functions, ...".
+func (r *Resolution) SkipSummary() string {
+	if len(r.Skipped) == 0 {
+		return "skipped 0"
+	}
+	type kv struct {
+		k string
+		v int
+	}
+	var kvs []kv
+	for k, v := range r.Reasons {
+		kvs = append(kvs, kv{k, v})
+	}
+	sort.Slice(kvs, func(i, j int) bool { return kvs[i].v > kvs[j].v || (kvs[i].v == kvs[j].v && kvs[i].k < kvs[j].k) })
+	parts := make([]string, len(kvs))
+	for i, e := range kvs {
+		parts[i] = fmt.Sprintf("%d %s", e.v, e.k)
+	}
+	return fmt.Sprintf("skipped %d: %s", len(r.Skipped), strings.Join(parts, ", "))
+}
+
+// ErrNoMatch and ErrUntraceable classify resolution failures (bad input).
+var (
+	ErrNoMatch     = errors.New("no such function")
+	ErrUntraceable = errors.New("function cannot be traced")
+	ErrTooMany     = errors.New("too many functions")
+)
+
+// Resolve expands patterns minus excludes into functions for mode. An
+// exact name that is not traceable is an error naming the reason; wildcard
+// matches that are not traceable are skipped and counted. maxFuncs <= 0
+// means no limit.
+func (k *Kernel) Resolve(patterns, excludes []string, mode string, maxFuncs int) (*Resolution, error) {
+	res := &Resolution{Mode: mode, Reasons: map[string]int{}}
+	var ex []Pattern
+	for _, e := range excludes {
+		p, err := ParsePattern(e)
+		if err != nil {
+			return nil, err
+		}
+		ex = append(ex, p)
+	}
+	type key struct {
+		name, mod string
+		addr      uint64
+	}
+	seen := map[key]bool{}
+	for _, raw := range patterns {
+		p, err := ParsePattern(raw)
+		if err != nil {
+			return nil, err
+		}
+		var matched []*Func
+		for i, s := range k.Syms {
+			if p.Module != "" && s.Module != p.Module {
+				continue
+			}
+			if p.Module == "" && p.Exact && s.Module != "" && len(k.byName[p.Glob]) > 0 && s.Name != p.Glob {
+				// an exact vmlinux name does not pull in module copies of other names
+			}
+			if !p.matchName(s.Name) || (p.Addr != 0 && s.Addr != p.Addr) {
+				continue
+			}
+			excluded := false
+			for _, e := range ex {
+				if (e.Module == "" || e.Module == s.Module) && e.matchName(s.Name) {
+					excluded = true
+				}
+			}
+			if excluded {
+				continue
+			}
+			kk := key{s.Name, s.Module, s.Addr}
+			if seen[kk] {
+				continue
+			}
+			seen[kk] = true
+			matched = append(matched, k.describe(i))
+		}
+		if len(matched) == 0 {
+			return nil, fmt.Errorf("%w %q: %s", ErrNoMatch, raw, k.suggest(p.Glob))
+		}
+		// Exact names prefer the exact symbol over suffixed copies when both exist.
+		if p.Exact {
+			var exact []*Func
+			for _, f := range matched {
+				if f.Name == p.Glob {
+					exact = append(exact, f)
+				}
+			}
+			if len(exact) > 0 && len(exact) < len(matched) {
+				matched = exact
+			}
+			for _, f := range matched {
+				if f.Name != p.Glob {
+					res.Notes = append(res.Notes, fmt.Sprintf("%s: traced as compiler copy %s", p.Glob, f.Name))
+				}
+			}
+		}
+		var ok []*Func
+		for _, f := range matched {
+			if why := f.Skip[mode]; why != "" {
+				if p.Exact && len(matched) == 1 {
+					return nil, fmt.Errorf("%w: %s in %s mode: %s", ErrUntraceable, f.Display(), mode, why)
+				}
+				res.Skipped = append(res.Skipped, f)
+				res.Reasons[reasonClass(why)]++
+				continue
+			}
+			ok = append(ok, f)
+		}
+		if p.Exact && len(ok) == 0 {
+			return nil, fmt.Errorf("%w: %s in %s mode: %s", ErrUntraceable, matched[0].Display(), mode, matched[0].Skip[mode])
+		}
+		if mode == ModeFentry {
+			ok = k.dedupeForFentry(ok, res)
+		}
+		res.Funcs = append(res.Funcs, ok...)
+	}
+	if len(res.Funcs) == 0 {
+		return nil, fmt.Errorf("%w: no traceable function matches %s in %s mode (%s)", ErrUntraceable, strings.Join(patterns, " "), mode, res.SkipSummary())
+	}
+	if maxFuncs > 0 && len(res.Funcs) > maxFuncs {
+		return nil, fmt.Errorf("%w: %s matches %d functions, more than --max-functions %d", ErrTooMany, strings.Join(patterns, " "), len(res.Funcs), maxFuncs)
+	}
+	for i, f := range res.Funcs {
+		f.ID = uint32(i)
+	}
+	return res, nil
+}
+
+// dedupeForFentry keeps one address per BTF name: the kernel resolves a
+// fentry target by BTF id and then by kallsyms name, which finds one copy.
+func (k *Kernel) dedupeForFentry(fs []*Func, res *Resolution) []*Func {
+	by := map[string][]*Func{}
+	var order []string
+	for _, f := range fs {
+		kk := f.Name + "\x00" + f.Module
+		if _, ok := by[kk]; !ok {
+			order = append(order, kk)
+		}
+		by[kk] = append(by[kk], f)
+	}
+	var out []*Func
+	for _, kk := range order {
+		g := by[kk]
+		out = append(out, g[0])
+		if len(g) > 1 {
+			var addrs []string
+			for _, f := range g {
+				addrs = append(addrs, fmt.Sprintf("%s@%#x", f.Name, f.Addr))
+			}
+			res.Notes = append(res.Notes, fmt.Sprintf("%s is ambiguous (%d copies: %s); fentry attaches by BTF id to the one the kernel resolves; kprobe-multi traces all copies", g[0].Display(), len(g), strings.Join(addrs, ", ")))
+		}
+	}
+	return out
+}
+
+func reasonClass(why string) string {
+	if i := strings.Index(why, " ("); i > 0 {
+		return why[:i]
+	}
+	return why
+}
+
+// describe builds a Func for symbol i with per-mode skip reasons.
+func (k *Kernel) describe(i int) *Func {
+	s := k.Syms[i]
+	f := &Func{Name: s.Name, Module: s.Module, Addr: s.Addr, Skip: map[string]string{}}
+	for _, j := range k.byName[s.Name] {
+		if k.Syms[j].Module == s.Module {
+			f.Copies++
+		}
+	}
+	common := ""
+	if k.Filter != nil && k.Filter[FilterKey{s.Name, s.Module}] == 0 {
+		common = "not in available_filter_functions (notrace, inlined or not patchable)"
+	}
+	if d := Denied(s.Name); d != "" && common == "" {
+		common = "deny-listed (" + d + ": tracing it recurses into BPF, ftrace or RCU)"
+	}
+	f.Skip[ModeKprobeMulti] = common
+	f.Skip[ModeFentry] = common
+	if k.BTF != nil {
+		name := s.Name
+		fn, err := k.BTF(name, s.Module)
+		if err != nil && IsSuffixedCopy(name) {
+			fn, err = k.BTF(BaseName(name), s.Module)
+		}
+		if err == nil {
+			f.BTFName = fn.Name
+			f.Proto, _ = ProtoFromBTF(fn)
+		}
+	}
+	if common == "" {
+		switch {
+		case f.Proto == nil:
+			f.Skip[ModeFentry] = "no BTF prototype (fentry needs one)"
+		case IsSuffixedCopy(s.Name):
+			f.Skip[ModeFentry] = "compiler copy " + s.Name + " has no BTF of its own (its BTF is the original's, whose ABI it may not keep)"
+		case f.Proto.Varargs:
+			f.Skip[ModeFentry] = "varargs prototype (BPF trampolines reject variadic functions)"
+		case k.MaxArgs > 0 && len(f.Proto.Params) > k.MaxArgs:
+			f.Skip[ModeFentry] = fmt.Sprintf("%d arguments, above the %s trampoline limit of %d", len(f.Proto.Params), k.Arch, k.MaxArgs)
+		case f.Proto.StructByValue != "" && k.Arch == "arm64":
+			f.Skip[ModeFentry] = "struct passed by value (" + f.Proto.StructByValue + "): arm64 BPF trampolines reject it"
+		}
+	}
+	return f
+}
+
+// suggest names the closest functions to a missing name.
+func (k *Kernel) suggest(name string) string {
+	type cand struct {
+		n string
+		d int
+	}
+	var best []cand
+	seen := map[string]bool{}
+	for _, s := range k.Syms {
+		if seen[s.Name] || abs(len(s.Name)-len(name)) > 4 {
+			continue
+		}
+		seen[s.Name] = true
+		d := levenshtein(name, s.Name)
+		if d <= max(2, len(name)/4) {
+			best = append(best, cand{s.Name, d})
+		}
+	}
+	sort.Slice(best, func(i, j int) bool { return best[i].d < best[j].d || (best[i].d == best[j].d && best[i].n < best[j].n) })
+	if len(best) == 0 {
+		return "not in kallsyms"
+	}
+	var names []string
+	for i := 0; i < len(best) && i < 5; i++ {
+		names = append(names, best[i].n)
+	}
+	return "not in kallsyms; did you mean " + strings.Join(names, ", ") + "?"
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,457 @@
+// Package trace runs one ftprobe trace: resolve patterns, attach in the
+// chosen mode, optionally run a command under trace, stream events from the
+// ringbuf to a writer, and account for every loss.
+package trace
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/events"
+	"github.com/ftprobe/ftprobe/internal/exitcode"
+	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+// Options of one trace.
+type Options struct {
+	Patterns     []string
+	Excludes     []string
+	Mode         string // auto, fentry, kprobe-multi
+	Filters      attach.Filters
+	Output       string // text or json
+	Out          io.Writer
+	Log          io.Writer // plan, notes and summary
+	Verbose      bool
+	Strict       bool
+	Count        int           // stop after this many events (0 = no limit)
+	Duration     time.Duration // stop after this long (0 = no limit)
+	MaxFunctions int
+	RingbufSize  uint32
+	Command      []string // run and trace this command's process tree
+	// Self is the path of the ftprobe executable, used to start Command
+	// held until the trace is attached (default /proc/self/exe).
+	Self string
+	// Ready, when set, is called once everything is attached.
+	Ready func()
+}
+
+// Summary is the final account of a trace (also written as the last JSON
+// record, with "type":"summary").
+type Summary struct {
+	Mode        string         `json:"mode"`
+	Functions   int            `json:"functions"`
+	Skipped     int            `json:"skipped_functions"`
+	Events      uint64         `json:"events"`
+	Entries     uint64         `json:"entries"`
+	Exits       uint64         `json:"exits"`
+	PerFunction map[string]int `json:"per_function"`
+	Losses      attach.Losses  `json:"losses"`
+	Elapsed     time.Duration  `json:"elapsed_ns"`
+	ExitStatus  int            `json:"command_exit_status,omitempty"`
+}
+
+// autoFentryLimit: above this many functions auto prefers kprobe-multi,
+// whose one link attaches in one syscall, over one trampoline per function.
+const autoFentryLimit = 64
+
+// Run performs the trace until ctx ends, Count events, Duration, or the end
+// of Command. It returns the summary; the error carries an exit code
+// (exitcode.Of).
+func Run(ctx context.Context, o Options) (*Summary, error) {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	kin := kfeat.Load()
+	if !kfeat.TracefsMounted() {
+		return nil, exitcode.Wrap(exitcode.Unsupported, symbols.ErrNoTracefs)
+	}
+	if !kfeat.HasTracingCaps() {
+		return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w: needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); run as root", kfeat.ErrPrivilege))
+	}
+	if o.RingbufSize != 0 {
+		if err := attach.ValidateRingbufSize(o.RingbufSize); err != nil {
+			return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--buffer-size: %w", err))
+		}
+	}
+	k, err := symbols.LoadKernel(kin.Arch, kin.MaxTrampolineArgs())
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Unsupported, err)
+	}
+	modes := []string{o.Mode}
+	if o.Mode == "" || o.Mode == "auto" {
+		modes = nil
+	} else if o.Mode != attach.ModeFentry && o.Mode != attach.ModeKprobeMulti {
+		return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--mode %q: want auto, fentry or kprobe-multi", o.Mode))
+	}
+	var cmd *exec.Cmd
+	var gate *os.File
+	if len(o.Command) > 0 {
+		o.Filters.Tree = true
+	}
+	var tracer *attach.Tracer
+	var res *symbols.Resolution
+	if modes == nil {
+		tracer, res, err = openAuto(k, kin, o)
+	} else {
+		res, err = k.Resolve(o.Patterns, o.Excludes, o.Mode, o.MaxFunctions)
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w", err))
+		}
+		printPlan(o, res)
+		tracer, err = attach.Open(attach.Options{Mode: o.Mode, Funcs: res.Funcs, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin})
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer tracer.Close()
+	for _, f := range tracer.Failed {
+		fmt.Fprintf(o.Log, "ftprobe: not attached: %v\n", f.Err)
+	}
+	fmt.Fprintf(o.Log, "ftprobe: tracing %d functions in %s mode (%s)\n", len(tracer.Attached), tracer.Mode, res.SkipSummary())
+	table := make(events.Table, len(res.Funcs))
+	for _, f := range res.Funcs {
+		table[f.ID] = f
+	}
+	rd, err := tracer.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("ringbuf reader: %w", err)
+	}
+	defer rd.Close()
+
+	cmdDone := make(chan error, 1)
+	if len(o.Command) > 0 {
+		cmd, gate, err = startGated(o)
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.BadInput, err)
+		}
+		if err := tracer.AddTGID(uint32(cmd.Process.Pid)); err != nil {
+			cmd.Process.Kill()
+			return nil, fmt.Errorf("trace: filter command: %w", err)
+		}
+		gate.Write([]byte{1})
+		gate.Close()
+		go func() { cmdDone <- cmd.Wait() }()
+	}
+	if o.Ready != nil {
+		o.Ready()
+	}
+	start := time.Now()
+	sum := &Summary{Mode: tracer.Mode, Functions: len(tracer.Attached), Skipped: len(res.Skipped), PerFunction: map[string]int{}}
+	w := bufio.NewWriterSize(o.Out, 64<<10)
+	var text *events.Text
+	var js *events.JSON
+	if o.Output == "json" {
+		js = &events.JSON{Table: table}
+	} else {
+		text = &events.Text{Table: table}
+	}
+	var (
+		rec  ringbuf.Record
+		ev   bpfobj.TraceEvent
+		buf  []byte
+		stop = false
+	)
+	var deadline time.Time
+	if o.Duration > 0 {
+		deadline = start.Add(o.Duration)
+	}
+	cmdExited := false
+	var cmdErr error
+	for !stop {
+		select {
+		case <-ctx.Done():
+			stop = true
+		case cmdErr = <-cmdDone:
+			cmdExited = true
+			stop = true
+		default:
+		}
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			stop = true
+		}
+		if stop {
+			// Drain what is already in the ringbuf.
+			rd.SetDeadline(time.Now())
+		} else {
+			rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
+		}
+		for {
+			err := rd.ReadInto(&rec)
+			if err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					break
+				}
+				if errors.Is(err, ringbuf.ErrClosed) {
+					stop = true
+					break
+				}
+				return nil, fmt.Errorf("ringbuf read: %w", err)
+			}
+			if err := events.Decode(rec.RawSample, &ev); err != nil {
+				return nil, err
+			}
+			sum.Events++
+			if ev.Kind == events.KindEntry {
+				sum.Entries++
+			} else {
+				sum.Exits++
+				sum.PerFunction[table.FuncName(ev.FuncId)]++
+			}
+			buf = buf[:0]
+			if js != nil {
+				buf = js.Append(buf, &ev)
+			} else {
+				buf = text.Append(buf, &ev)
+			}
+			w.Write(buf)
+			if o.Count > 0 && sum.Events >= uint64(o.Count) {
+				stop = true
+				break
+			}
+		}
+		w.Flush()
+	}
+	if cmd != nil && !cmdExited {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case cmdErr = <-cmdDone:
+		case <-time.After(2 * time.Second):
+			cmd.Process.Kill()
+			cmdErr = <-cmdDone
+		}
+	}
+	sum.Elapsed = time.Since(start)
+	sum.Losses, _ = tracer.Losses()
+	sum.Losses.SkippedFuncs = len(res.Skipped)
+	if cmd != nil {
+		sum.ExitStatus = exitStatus(cmdErr)
+	}
+	if js != nil {
+		w.Write(appendSummaryJSON(nil, sum))
+	}
+	w.Flush()
+	fmt.Fprintln(o.Log, sum.Line())
+	if o.Strict && sum.Losses.Any() {
+		return sum, exitcode.Wrap(exitcode.Failure, errors.New("trace: events were lost (--strict)"))
+	}
+	if cmd != nil && sum.ExitStatus != 0 {
+		return sum, exitcode.Status(sum.ExitStatus)
+	}
+	return sum, nil
+}
+
+func classify(err error) error {
+	switch {
+	case errors.Is(err, kfeat.ErrUnsupported):
+		return exitcode.Wrap(exitcode.Unsupported, err)
+	case errors.Is(err, kfeat.ErrPrivilege):
+		return exitcode.Wrap(exitcode.BadInput, err)
+	}
+	return exitcode.Wrap(exitcode.Failure, err)
+}
+
+// openAuto picks the mode: fentry for up to autoFentryLimit functions
+// (lower per-call cost), kprobe-multi above (one attach syscall), and the
+// other one when the first is unsupported on this kernel.
+func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *symbols.Resolution, error) {
+	resF, errF := k.Resolve(o.Patterns, o.Excludes, attach.ModeFentry, 0)
+	order := []string{attach.ModeFentry, attach.ModeKprobeMulti}
+	why := "fentry/fexit trampolines cost less per call"
+	if errF != nil || len(resF.Funcs) > autoFentryLimit {
+		order = []string{attach.ModeKprobeMulti, attach.ModeFentry}
+		why = "one kprobe.multi link attaches many functions in one syscall"
+		if errF != nil {
+			why = "not every function can take fentry"
+		}
+	}
+	var firstErr error
+	for i, m := range order {
+		res, err := k.Resolve(o.Patterns, o.Excludes, m, o.MaxFunctions)
+		if err != nil {
+			if errors.Is(err, symbols.ErrNoMatch) || errors.Is(err, symbols.ErrTooMany) {
+				return nil, nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w", err))
+			}
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		printPlan(o, res)
+		t, err := attach.Open(attach.Options{Mode: m, Funcs: res.Funcs, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin})
+		if err == nil {
+			if i == 0 {
+				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions: %s\n", m, len(res.Funcs), why)
+			} else {
+				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions: %s unavailable: %v\n", m, len(res.Funcs), order[0], firstErr)
+			}
+			return t, res, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if !errors.Is(err, kfeat.ErrUnsupported) {
+			return nil, nil, err
+		}
+	}
+	if errors.Is(firstErr, symbols.ErrUntraceable) {
+		return nil, nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w", firstErr))
+	}
+	return nil, nil, firstErr
+}
+
+func printPlan(o Options, res *symbols.Resolution) {
+	for _, n := range res.Notes {
+		fmt.Fprintf(o.Log, "ftprobe: note: %s\n", n)
+	}
+	if !o.Verbose {
+		return
+	}
+	fmt.Fprintf(o.Log, "ftprobe: plan (%s mode):\n", res.Mode)
+	for _, f := range res.Funcs {
+		fmt.Fprintf(o.Log, "  trace %-40s %#x  %s\n", f.Display(), f.Addr, events.Signature(f))
+	}
+	for _, f := range res.Skipped {
+		fmt.Fprintf(o.Log, "  skip  %-40s %s\n", f.Display(), f.Skip[res.Mode])
+	}
+}
+
+// startGated starts o.Command through `ftprobe internal-exec`, which waits
+// on a pipe until the caller has added the child to the filter, so not one
+// call of the command is missed.
+func startGated(o Options) (*exec.Cmd, *os.File, error) {
+	self := o.Self
+	if self == "" {
+		self = "/proc/self/exe"
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(self, append([]string{"internal-exec", "--"}, o.Command...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stderr, os.Stderr
+	cmd.ExtraFiles = []*os.File{r}
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
+		return nil, nil, fmt.Errorf("start %s: %w", o.Command[0], err)
+	}
+	r.Close()
+	return cmd, w, nil
+}
+
+// ExecGated is the child side of startGated: wait for the gate on fd 3,
+// then exec argv.
+func ExecGated(argv []string) error {
+	gate := os.NewFile(3, "gate")
+	b := make([]byte, 1)
+	if _, err := gate.Read(b); err != nil {
+		return fmt.Errorf("trace gate: %w", err)
+	}
+	gate.Close()
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return exitcode.Wrap(127, fmt.Errorf("command %s: %w", argv[0], err))
+	}
+	return syscall.Exec(path, argv, os.Environ())
+}
+
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return 1
+}
+
+// Line is the one-line summary.
+func (s *Summary) Line() string {
+	l := s.Losses
+	lost := "none lost"
+	if l.Any() {
+		var parts []string
+		add := func(n uint64, what string) {
+			if n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, what))
+			}
+		}
+		add(l.RingbufDrops, "ringbuf drops")
+		add(l.KprobeMissed, "fprobe missed runs")
+		add(l.RecursionMiss, "recursion misses")
+		add(l.NoEntry, "exits without entry")
+		add(l.Unwound, "unwound frames")
+		add(l.DepthOverflow, "beyond max depth")
+		add(l.StackFull, "threads without stack slot")
+		add(l.OpenAtExit, "entries without exit")
+		lost = "LOST: " + strings.Join(parts, ", ")
+	}
+	return fmt.Sprintf("ftprobe: %d events (%d entries, %d exits) from %d functions in %s mode in %s; %d skipped, %d failed to attach; %s",
+		s.Events, s.Entries, s.Exits, s.Functions, s.Mode, s.Elapsed.Round(time.Millisecond), s.Skipped, l.FailedAttaches, lost)
+}
+
+func appendSummaryJSON(b []byte, s *Summary) []byte {
+	l := s.Losses
+	b = append(b, `{"type":"summary","mode":`...)
+	b = strconv.AppendQuote(b, s.Mode)
+	kv := func(k string, v uint64) {
+		b = append(b, `,"`...)
+		b = append(b, k...)
+		b = append(b, `":`...)
+		b = strconv.AppendUint(b, v, 10)
+	}
+	kv("functions", uint64(s.Functions))
+	kv("skipped_functions", uint64(s.Skipped))
+	kv("events", s.Events)
+	kv("entries", s.Entries)
+	kv("exits", s.Exits)
+	kv("elapsed_ns", uint64(s.Elapsed))
+	b = append(b, `,"losses":{"ringbuf_drops":`...)
+	b = strconv.AppendUint(b, l.RingbufDrops, 10)
+	kv("kprobe_missed", l.KprobeMissed)
+	kv("recursion_misses", l.RecursionMiss)
+	kv("exits_without_entry", l.NoEntry)
+	kv("unwound_frames", l.Unwound)
+	kv("depth_overflow", l.DepthOverflow)
+	kv("stack_map_full", l.StackFull)
+	kv("entries_without_exit", l.OpenAtExit)
+	kv("failed_attaches", uint64(l.FailedAttaches))
+	b = append(b, `},"per_function":{`...)
+	names := make([]string, 0, len(s.PerFunction))
+	for n := range s.PerFunction {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for i, n := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, n)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(s.PerFunction[n]), 10)
+	}
+	b = append(b, '}')
+	if s.ExitStatus != 0 {
+		kv("command_exit_status", uint64(s.ExitStatus))
+	}
+	return append(b, "}\n"...)
+}
