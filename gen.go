@@ -7,3 +7,4 @@ package ftprobe
 // which <linux/bpf.h> needs; the types it defines are the same on both targets.
 
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -go-package bpfobj -output-dir internal/bpfobj -tags linux -target amd64,arm64 -type event Trace bpf/trace.bpf.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ibpf
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -go-package bpfobj -output-dir internal/bpfobj -tags linux -target amd64,arm64 Bench bpf/bench.bpf.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ibpf

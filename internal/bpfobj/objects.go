@@ -12,6 +12,7 @@ import (
 // Objects returns the name and SHA-256 (hex) of each embedded BPF object for
 // this architecture, so a binary can be matched to the sources it carries.
 func Objects() map[string]string {
-	h := sha256.Sum256(_TraceBytes)
-	return map[string]string{"trace": hex.EncodeToString(h[:])}
+	t := sha256.Sum256(_TraceBytes)
+	b := sha256.Sum256(_BenchBytes)
+	return map[string]string{"trace": hex.EncodeToString(t[:]), "bench": hex.EncodeToString(b[:])}
 }

@@ -55,11 +55,11 @@ func (in *Info) Reason(mode string, err error) (string, error) {
 		if in.Arch == "arm64" && !in.AtLeast(6, 14) {
 			extra = "; arm64 fprobe came with function-graph-based fprobe, 6.14"
 		}
-		return "CONFIG_FPROBE not set: kprobe.multi and kprobe.session need fprobe" + extra + " (" + orUnknown(name) + ")", ErrUnsupported
+		return "CONFIG_FPROBE not set: kprobe.multi and kprobe.session need fprobe" + extra + paren(name), ErrUnsupported
 	case fprobe && errors.Is(err, ebpf.ErrNotSupported):
 		return "kprobe.multi links are not available on this kernel (needs CONFIG_FPROBE, 5.18+; session 6.10+): " + err.Error(), ErrUnsupported
 	case (mode == "kprobe" || mode == "kretprobe") && in.ConfigValue("CONFIG_KPROBES") == "n":
-		return "CONFIG_KPROBES not set (" + orUnknown(name) + ")", ErrUnsupported
+		return "CONFIG_KPROBES not set" + paren(name), ErrUnsupported
 	case hasErrno && errno == enotsupp && trampoline:
 		return "the kernel cannot build a BPF trampoline here (ENOTSUPP: no direct-call support for this function or architecture)", ErrUnsupported
 	case hasErrno && (errno == unix.ENOENT || errno == unix.ESRCH):
@@ -81,9 +81,16 @@ func (in *Info) Reason(mode string, err error) (string, error) {
 	return err.Error(), nil
 }
 
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
 func orUnknown(s string) string {
 	if s == "" {
-		return "no errno"
+		return "no errno from the kernel"
 	}
 	return s
 }

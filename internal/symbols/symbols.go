@@ -6,12 +6,12 @@ package symbols
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,27 +34,45 @@ type Sym struct {
 
 // ParseKallsyms reads /proc/kallsyms format ("ADDR TYPE NAME [MODULE]") and
 // returns the text (t/T) symbols. Addresses are zero without privilege
-// (kptr_restrict); callers must check.
+// (kptr_restrict); callers must check. The parser avoids per-field
+// allocations: kallsyms has ~200k lines and is read under emulation too.
 func ParseKallsyms(r io.Reader) ([]Sym, error) {
-	var out []Sym
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<16), 1<<16)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 3 || (f[1] != "t" && f[1] != "T") {
-			continue
+	out := make([]Sym, 0, 1<<16)
+	mods := map[string]string{}
+	br := bufio.NewReaderSize(r, 1<<20)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			line = bytes.TrimRight(line, "\n")
+			sp := bytes.IndexByte(line, ' ')
+			if sp > 0 && len(line) > sp+3 && (line[sp+1] == 't' || line[sp+1] == 'T') && line[sp+2] == ' ' {
+				a, perr := strconv.ParseUint(string(line[:sp]), 16, 64)
+				if perr != nil {
+					return nil, fmt.Errorf("kallsyms: bad address %q", line[:sp])
+				}
+				rest := line[sp+3:]
+				s := Sym{Addr: a}
+				if t := bytes.IndexByte(rest, '\t'); t >= 0 {
+					mod := string(bytes.Trim(rest[t+1:], "[] \t"))
+					if m, ok := mods[mod]; ok {
+						s.Module = m
+					} else {
+						mods[mod] = mod
+						s.Module = mod
+					}
+					rest = rest[:t]
+				}
+				s.Name = string(bytes.TrimSpace(rest))
+				out = append(out, s)
+			}
 		}
-		a, err := strconv.ParseUint(f[0], 16, 64)
+		if err == io.EOF {
+			return out, nil
+		}
 		if err != nil {
-			return nil, fmt.Errorf("kallsyms: bad address %q", f[0])
+			return nil, fmt.Errorf("kallsyms: %w", err)
 		}
-		s := Sym{Name: f[2], Addr: a}
-		if len(f) >= 4 {
-			s.Module = strings.Trim(f[3], "[]")
-		}
-		out = append(out, s)
 	}
-	return out, sc.Err()
 }
 
 // FilterKey names a function in available_filter_functions.
@@ -63,24 +81,29 @@ type FilterKey struct{ Name, Module string }
 // ParseFilterFunctions reads tracefs available_filter_functions ("NAME" or
 // "NAME [MODULE]", one per patchable call site) and counts each name.
 func ParseFilterFunctions(r io.Reader) (map[FilterKey]int, error) {
-	out := map[FilterKey]int{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<16), 1<<16)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 {
-			continue
+	out := make(map[FilterKey]int, 1<<16)
+	br := bufio.NewReaderSize(r, 1<<20)
+	for {
+		line, err := br.ReadSlice('\n')
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 {
+			k := FilterKey{}
+			if sp := bytes.IndexByte(line, ' '); sp > 0 {
+				k.Name = string(line[:sp])
+				k.Module = string(bytes.Trim(line[sp+1:], "[] "))
+			} else {
+				k.Name = string(line)
+			}
+			out[k]++
 		}
-		k := FilterKey{Name: f[0]}
-		if len(f) >= 2 {
-			k.Module = strings.Trim(f[1], "[]")
+		if err == io.EOF {
+			return out, nil
 		}
-		out[k]++
+		if err != nil {
+			return nil, fmt.Errorf("available_filter_functions: %w", err)
+		}
 	}
-	return out, sc.Err()
 }
-
-var suffixRe = regexp.MustCompile(`\.(isra|constprop|part|cold|llvm|lto_priv)(\.\d+)*$|(\.(isra|constprop|part|cold|llvm|lto_priv)\.\d+)+$`)
 
 // BaseName strips compiler-generated suffixes (.isra.0, .constprop.0,
 // .part.0, .cold, .llvm.NNN) from a symbol name.
@@ -103,7 +126,8 @@ func IsSuffixedCopy(name string) bool { return strings.IndexByte(name, '.') > 0 
 var denyList = []string{
 	"rcu_read_lock*", "rcu_read_unlock*", "__rcu_read_lock", "__rcu_read_unlock",
 	"migrate_disable", "migrate_enable", "preempt_count_add", "preempt_count_sub",
-	"__bpf_prog_enter*", "__bpf_prog_exit*", "bpf_*", "__bpf_*",
+	"__bpf_prog_enter*", "__bpf_prog_exit*", "bpf_trampoline_*", "__bpf_tramp_*",
+	"bpf_ringbuf_*", "bpf_get_current_*", "bpf_ktime_get_ns", "__htab_map_lookup_elem",
 	"ftrace_*", "__ftrace_*", "fprobe_*", "rethook_*", "function_graph_*",
 	"__x64_sys_*_bpf", "arch_ftrace_*", "trace_hardirqs_*", "lockdep_*",
 	"do_idle", "cpu_idle*", "default_idle*", "arch_cpu_idle*",
@@ -244,8 +268,6 @@ func cType(t btf.Type) string {
 	if t == nil {
 		return "void"
 	}
-	var gf btf.GoFormatter
-	_ = gf
 	switch v := t.(type) {
 	case *btf.Pointer:
 		return cType(v.Target) + " *"
@@ -323,6 +345,26 @@ var ErrNoTracefs = errors.New("tracefs is not mounted at " + TracefsPath + " (mo
 // kernel BTF (vmlinux, and module BTF on demand). Errors: unreadable
 // kallsyms, zeroed addresses (no privilege), ErrNoTracefs.
 func LoadKernel(arch string, maxArgs int) (*Kernel, error) {
+	type ffRes struct {
+		m   map[FilterKey]int
+		err error
+	}
+	ffc := make(chan ffRes, 1)
+	go func() {
+		ff, err := os.Open(TracefsPath + "/available_filter_functions")
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				err = ErrNoTracefs
+			} else {
+				err = fmt.Errorf("read available_filter_functions: %w", err)
+			}
+			ffc <- ffRes{nil, err}
+			return
+		}
+		defer ff.Close()
+		m, err := ParseFilterFunctions(ff)
+		ffc <- ffRes{m, err}
+	}()
 	f, err := os.Open("/proc/kallsyms")
 	if err != nil {
 		return nil, fmt.Errorf("read kallsyms: %w", err)
@@ -335,18 +377,11 @@ func LoadKernel(arch string, maxArgs int) (*Kernel, error) {
 	if len(syms) > 0 && syms[0].Addr == 0 && syms[len(syms)/2].Addr == 0 {
 		return nil, errors.New("kallsyms addresses are hidden (kptr_restrict): run as root with CAP_SYSLOG")
 	}
-	ff, err := os.Open(TracefsPath + "/available_filter_functions")
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, ErrNoTracefs
-		}
-		return nil, fmt.Errorf("read available_filter_functions: %w", err)
+	fr := <-ffc
+	if fr.err != nil {
+		return nil, fr.err
 	}
-	defer ff.Close()
-	filter, err := ParseFilterFunctions(ff)
-	if err != nil {
-		return nil, err
-	}
+	filter := fr.m
 	cache := btf.NewCache()
 	lookup := func(name, module string) (*btf.Func, error) {
 		var spec *btf.Spec
@@ -420,10 +455,10 @@ func (p Pattern) matchName(name string) bool {
 // Resolution is the outcome of resolving patterns for one mode.
 type Resolution struct {
 	Mode    string
-	Funcs   []*Func          // traceable in Mode, IDs 0..n-1
-	Skipped []*Func          // matched but not traceable in Mode (Skip[Mode] says why)
-	Notes   []string         // ambiguity and copy notes
-	Reasons map[string]int   // skip reason -> count
+	Funcs   []*Func        // traceable in Mode, IDs 0..n-1
+	Skipped []*Func        // matched but not traceable in Mode (Skip[Mode] says why)
+	Notes   []string       // ambiguity and copy notes
+	Reasons map[string]int // skip reason -> count
 }
 
 // SkipSummary is "skipped N: 5 not in available_filter_functions, ...".
@@ -482,9 +517,6 @@ func (k *Kernel) Resolve(patterns, excludes []string, mode string, maxFuncs int)
 		for i, s := range k.Syms {
 			if p.Module != "" && s.Module != p.Module {
 				continue
-			}
-			if p.Module == "" && p.Exact && s.Module != "" && len(k.byName[p.Glob]) > 0 && s.Name != p.Glob {
-				// an exact vmlinux name does not pull in module copies of other names
 			}
 			if !p.matchName(s.Name) || (p.Addr != 0 && s.Addr != p.Addr) {
 				continue
@@ -625,7 +657,7 @@ func (k *Kernel) describe(i int) *Func {
 		case f.Proto == nil:
 			f.Skip[ModeFentry] = "no BTF prototype (fentry needs one)"
 		case IsSuffixedCopy(s.Name):
-			f.Skip[ModeFentry] = "compiler copy " + s.Name + " has no BTF of its own (its BTF is the original's, whose ABI it may not keep)"
+			f.Skip[ModeFentry] = "compiler copy without BTF of its own (" + s.Name + ": the BTF prototype is the original's, whose ABI the copy may not keep)"
 		case f.Proto.Varargs:
 			f.Skip[ModeFentry] = "varargs prototype (BPF trampolines reject variadic functions)"
 		case k.MaxArgs > 0 && len(f.Proto.Params) > k.MaxArgs:

@@ -48,6 +48,8 @@ type Options struct {
 	Self string
 	// Ready, when set, is called once everything is attached.
 	Ready func()
+	// Symbols reuses an already loaded symbol view (tests, repeated runs).
+	Symbols *symbols.Kernel
 }
 
 // Summary is the final account of a trace (also written as the last JSON
@@ -88,9 +90,17 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--buffer-size: %w", err))
 		}
 	}
-	k, err := symbols.LoadKernel(kin.Arch, kin.MaxTrampolineArgs())
+	t0 := time.Now()
+	k := o.Symbols
+	var err error
+	if k == nil {
+		k, err = symbols.LoadKernel(kin.Arch, kin.MaxTrampolineArgs())
+	}
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Unsupported, err)
+	}
+	if o.Verbose {
+		fmt.Fprintf(o.Log, "ftprobe: read %d text symbols from kallsyms and %d available_filter_functions in %s\n", len(k.Syms), len(k.Filter), time.Since(t0).Round(time.Millisecond))
 	}
 	modes := []string{o.Mode}
 	if o.Mode == "" || o.Mode == "auto" {
@@ -119,6 +129,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, classify(err)
 	}
 	defer tracer.Close()
+	if o.Verbose {
+		fmt.Fprintf(o.Log, "ftprobe: resolved and attached in %s\n", time.Since(t0).Round(time.Millisecond))
+	}
 	for _, f := range tracer.Failed {
 		fmt.Fprintf(o.Log, "ftprobe: not attached: %v\n", f.Err)
 	}
@@ -256,7 +269,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 }
 
 func classify(err error) error {
+	var ec *exitcode.Error
 	switch {
+	case errors.As(err, &ec):
+		return err
 	case errors.Is(err, kfeat.ErrUnsupported):
 		return exitcode.Wrap(exitcode.Unsupported, err)
 	case errors.Is(err, kfeat.ErrPrivilege):

@@ -1,0 +1,68 @@
+# ftprobe's single entry point. `make help` lists the targets.
+GO        ?= go
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
+GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+MATRIX    ?= 1
+ARCHS     := amd64 arm64
+
+.PHONY: help build cross generate check-generated test test-unit lab-test demo bench image dist lint setup clean
+
+help:
+	@echo "make demo             build ftprobe, boot Debian's arm64 7.3 kernel in QEMU, trace a workload in both modes"
+	@echo "make test             check generated BPF, host unit tests, kernel matrix in QEMU"
+	@echo "make build|cross      static ftprobe for this host | plus bin/ftprobe-linux-{amd64,arm64}"
+	@echo "make generate         regenerate BPF objects with bpf2go (Debian clang 14)"
+	@echo "make lab-test         kernel matrix only (MATRIX=arm64:7.3,... to choose)"
+	@echo "make bench            Go benchmarks (decode and formatting)"
+	@echo "make image|dist|lint  container image | release binaries + SHA256SUMS | go vet + staticcheck"
+
+build:
+	$(GOBUILD) -o bin/ftprobe ./cmd/ftprobe
+
+cross: build
+	for a in $(ARCHS); do GOARCH=$$a $(GOBUILD) -o bin/ftprobe-linux-$$a ./cmd/ftprobe || exit 1; done
+
+setup:
+	./scripts/setup.sh qemu clang
+
+generate:
+	./scripts/setup.sh clang
+	$(GO) generate ./...
+
+# Fails when the committed bpf2go output differs from what the sources give.
+check-generated: generate
+	git diff --exit-code --stat -- internal/bpfobj || { echo "generated BPF files are stale: run make generate and commit" >&2; exit 1; }
+
+test-unit:
+	$(GO) vet ./...
+	$(GO) test ./...
+
+lab-test: cross
+	./scripts/setup.sh qemu
+	FTPROBE_MATRIX=$(MATRIX) $(GO) test ./test/matrix -v -count=1 -timeout 80m
+
+test: check-generated test-unit lab-test
+
+demo: cross
+	./scripts/setup.sh qemu
+	bin/ftprobe vm --kernel debian:7.3 --arch arm64 -- demo
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/events/
+
+dist:
+	rm -rf dist && mkdir -p dist
+	for a in $(ARCHS); do GOARCH=$$a $(GOBUILD) -o dist/ftprobe-linux-$$a ./cmd/ftprobe || exit 1; done
+	cd dist && sha256sum ftprobe-linux-* > SHA256SUMS
+
+image: dist
+	./scripts/image.sh $(VERSION) $(REVISION)
+
+lint:
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
+
+clean:
+	rm -rf bin dist

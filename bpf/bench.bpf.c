@@ -1,0 +1,75 @@
+//go:build ignore
+
+/* ftprobe's counting programs: one per attach mode, each only counting its
+ * hits (the attach path's own cost). `ftprobe features` loads and attaches
+ * them to prove a mode works; `ftprobe compare` measures them. The driver
+ * program is run with BPF_PROG_TEST_RUN and calls bpf_get_numa_node_id() in
+ * a loop, the attach point of the kernel's batched trigger benchmarks
+ * (tools/testing/selftests/bpf/progs/trigger_bench.c). */
+#include "ftprobe.h"
+
+char __license[] SEC("license") = "GPL";
+
+/* Hits per CPU; user space sums them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} hits SEC(".maps");
+
+volatile const __u32 batch_iters = 100;
+
+static __always_inline int hit(void)
+{
+	__u32 zero = 0;
+	__u64 *v = bpf_map_lookup_elem(&hits, &zero);
+	if (v)
+		*v += 1;
+	return 0;
+}
+
+SEC("fentry")
+int count_fentry(void *ctx) { return hit(); }
+
+SEC("fexit")
+int count_fexit(void *ctx) { return hit(); }
+
+SEC("kprobe.multi")
+int count_kmulti(void *ctx) { return hit(); }
+
+SEC("kretprobe.multi")
+int count_kretmulti(void *ctx) { return hit(); }
+
+/* kprobe.session: counted once per call, at entry; returning 0 also runs
+ * the program at return, where bpf_session_is_return() would say so. The
+ * count at entry is what matches the other modes' one hit per call. */
+extern _Bool bpf_session_is_return(void) __ksym __weak;
+
+SEC("kprobe.session")
+int count_ksession(void *ctx)
+{
+	if (bpf_session_is_return && bpf_session_is_return())
+		return 0;
+	return hit();
+}
+
+SEC("kprobe")
+int count_kprobe(void *ctx) { return hit(); }
+
+SEC("kretprobe")
+int count_kretprobe(void *ctx) { return hit(); }
+
+SEC("tp_btf/sys_enter")
+int count_tp_btf(void *ctx) { return hit(); }
+
+SEC("raw_tp/sys_enter")
+int count_raw_tp(void *ctx) { return hit(); }
+
+SEC("raw_tp")
+int trigger_driver(void *ctx)
+{
+	for (__u32 i = 0; i < batch_iters && i < 100000; i++)
+		(void)bpf_get_numa_node_id();
+	return 0;
+}

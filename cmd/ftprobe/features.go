@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ftprobe/ftprobe/internal/features"
+	"github.com/ftprobe/ftprobe/internal/kfeat"
+)
+
+func newFeaturesCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "features",
+		Short: "Report which attach modes work on this kernel, proven by a real load and attach, with reasons",
+		Long: `features loads and attaches a trivial counting program to ` + features.Target + ` in each
+mode (fentry, fexit, kprobe.multi, kretprobe.multi, kprobe.session, kprobe,
+kretprobe, tp_btf), detaches it, and reports the kernel release, BTF, tracefs,
+lockdown, capabilities and the kernel config that decides each verdict.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r := features.Probe(kfeat.Load())
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			fmt.Fprintf(w, "kernel      %s %s", r.Release, r.Arch)
+			if r.Emulated != "" {
+				fmt.Fprintf(w, " (%s)", r.Emulated)
+			}
+			fmt.Fprintf(w, "\nBTF         vmlinux %v, %d modules\n", yesno(r.VmlinuxBTF), r.ModuleBTF)
+			fmt.Fprintf(w, "tracefs     %s\n", map[bool]string{true: "mounted", false: "not mounted (mount -t tracefs tracefs /sys/kernel/tracing)"}[r.Tracefs])
+			fmt.Fprintf(w, "lockdown    %s\n", r.Lockdown)
+			fmt.Fprintf(w, "caps        %s\n", strings.Join(r.Capabilities, " "))
+			src := r.ConfigSource
+			if src == "" {
+				src = "not found (/proc/config.gz, /boot/config-RELEASE)"
+			}
+			fmt.Fprintf(w, "config      %s\n", src)
+			keys := make([]string, 0, len(r.Config))
+			for k := range r.Config {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(w, "  %-42s %s\n", k, r.Config[k])
+			}
+			fmt.Fprintln(w)
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "MODE\tWORKS\tREASON")
+			for _, m := range r.Modes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Mode, yesno(m.Works), m.Reason)
+			}
+			tw.Flush()
+			if r.Hint != "" {
+				fmt.Fprintf(w, "\nhint: %s\n", r.Hint)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON output")
+	return cmd
+}
+
+func yesno(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

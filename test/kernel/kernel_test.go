@@ -1,0 +1,506 @@
+// Package kernel holds ftprobe's kernel tests: they load and attach BPF
+// programs, so they run inside the lab VM (`make test` compiles them with
+// `go test -c` for the guest architecture and boots each kernel of the
+// matrix). On a kernel that lacks a mode they assert the reason and skip the
+// tests that need it; on the development host they skip with the host's
+// reason (fentry refused by policy, no kprobes, no fprobe).
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+	"github.com/ftprobe/ftprobe/internal/trace"
+	"github.com/ftprobe/ftprobe/internal/workload"
+)
+
+// expectation says what a kernel must do in each mode: "" = must work,
+// otherwise the mode must be reported unsupported with a reason containing
+// this text.
+type expectation map[string]string
+
+// expectations per ARCH MAJOR.MINOR, from ../shared/lab-notes.md.
+var expectations = map[string]expectation{
+	"arm64 7.3":  {attach.ModeFentry: "", attach.ModeKprobeMulti: ""},
+	"arm64 6.12": {attach.ModeFentry: "", attach.ModeKprobeMulti: "CONFIG_FPROBE not set"},
+	"arm64 6.1":  {attach.ModeFentry: "no ftrace direct calls", attach.ModeKprobeMulti: "CONFIG_FPROBE not set"},
+	"amd64 7.3":  {attach.ModeFentry: "", attach.ModeKprobeMulti: ""},
+	"amd64 6.12": {attach.ModeFentry: "", attach.ModeKprobeMulti: ""},
+	"amd64 6.1":  {attach.ModeFentry: "", attach.ModeKprobeMulti: "CONFIG_FPROBE not set"},
+}
+
+var modes = []string{attach.ModeFentry, attach.ModeKprobeMulti}
+
+type env struct {
+	kin    *kfeat.Info
+	k      *symbols.Kernel
+	exp    expectation // nil: unknown kernel
+	works  map[string]bool
+	reason map[string]string
+}
+
+var (
+	envOnce sync.Once
+	theEnv  *env
+	envSkip string
+)
+
+// lab returns the kernel environment, or skips the test with the reason the
+// kernel cannot run it.
+func lab(t *testing.T) *env {
+	t.Helper()
+	envOnce.Do(func() {
+		kin := kfeat.Load()
+		if !kfeat.TracefsMounted() {
+			envSkip = "tracefs not mounted (not the lab VM: run `make test`)"
+			return
+		}
+		if !kfeat.HasTracingCaps() {
+			envSkip = "needs CAP_BPF and CAP_PERFMON (run as root, or in the lab VM)"
+			return
+		}
+		k, err := symbols.LoadKernel(kin.Arch, kin.MaxTrampolineArgs())
+		if err != nil {
+			envSkip = "symbols: " + err.Error()
+			return
+		}
+		e := &env{kin: kin, k: k, works: map[string]bool{}, reason: map[string]string{}}
+		key := kin.Arch + " " + strings.Join(strings.SplitN(kin.Release, ".", 3)[:2], ".")
+		e.exp = expectations[key]
+		for _, m := range modes {
+			err := tryAttach(e, m, "do_sys_openat2")
+			e.works[m] = err == nil
+			if err != nil {
+				e.reason[m] = err.Error()
+			}
+		}
+		theEnv = e
+	})
+	if theEnv == nil {
+		t.Skip(envSkip)
+	}
+	return theEnv
+}
+
+func tryAttach(e *env, mode, fn string) error {
+	res, err := e.k.Resolve([]string{fn}, nil, mode, 0)
+	if err != nil {
+		return err
+	}
+	tr, err := attach.Open(attach.Options{Mode: mode, Funcs: res.Funcs, Kernel: e.kin, RingbufSize: 64 << 10})
+	if err != nil {
+		return err
+	}
+	return tr.Close()
+}
+
+// needMode skips when the kernel lacks mode, naming the reason.
+func needMode(t *testing.T, e *env, mode string) {
+	t.Helper()
+	if !e.works[mode] {
+		t.Skipf("%s unsupported on %s: %s", mode, e.kin, e.reason[mode])
+	}
+}
+
+func TestModeExpectations(t *testing.T) {
+	e := lab(t)
+	t.Logf("kernel %s, config from %q", e.kin, e.kin.ConfigAt)
+	if e.exp == nil {
+		t.Skipf("no expectation table for %s; modes working: %v", e.kin, e.works)
+	}
+	for _, m := range modes {
+		want, ok := e.exp[m]
+		require.True(t, ok, "table lacks %s", m)
+		if want == "" {
+			assert.True(t, e.works[m], "%s must work on %s: %s", m, e.kin, e.reason[m])
+			continue
+		}
+		assert.False(t, e.works[m], "%s must be unsupported on %s", m, e.kin)
+		assert.Contains(t, e.reason[m], want, "reason for %s", m)
+		assert.NotRegexp(t, `^(operation not permitted|not supported|invalid argument)$`, e.reason[m])
+		// The classified error maps to exit code 3 (unsupported).
+		err := tryAttach(e, m, "do_sys_openat2")
+		assert.True(t, errors.Is(err, kfeat.ErrUnsupported), "%s error must be classified unsupported: %v", m, err)
+	}
+}
+
+// traceInThread runs a trace filtered to one locked OS thread, runs fn on
+// that thread once attached, and returns the JSON events.
+func traceInThread(t *testing.T, mode string, funcs []string, filters attach.Filters, fn func()) ([]map[string]any, *trace.Summary) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := uint32(unix.Gettid())
+	filters.TID = tid
+	var out bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	var sum *trace.Summary
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sum, err = trace.Run(ctx, trace.Options{
+			Patterns: funcs, Mode: mode, Filters: filters, Output: "json",
+			Out: &out, Log: testLog{t}, Ready: func() { close(ready) }, Symbols: lab(t).k,
+		})
+	}()
+	select {
+	case <-ready:
+	case <-done:
+		require.NoError(t, err)
+		t.Fatal("trace ended before it was ready")
+	}
+	fn()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	<-done
+	require.NoError(t, err)
+	var evs []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		m := decodeLine(t, l)
+		if m["type"] != "summary" {
+			evs = append(evs, m)
+		}
+	}
+	return evs, sum
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(b []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func filterEvents(evs []map[string]any, typ, fn string) []map[string]any {
+	var out []map[string]any
+	for _, e := range evs {
+		if e["type"] == typ && e["func"] == fn {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// decodeLine decodes one JSON line keeping 64-bit integers exact
+// (arguments are raw u64 values).
+func decodeLine(t *testing.T, l string) map[string]any {
+	t.Helper()
+	d := json.NewDecoder(strings.NewReader(l))
+	d.UseNumber()
+	var m map[string]any
+	require.NoError(t, d.Decode(&m), l)
+	for k, v := range m {
+		if n, ok := v.(json.Number); ok {
+			if i, err := n.Int64(); err == nil {
+				m[k] = i
+			}
+		}
+	}
+	return m
+}
+
+func num(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case json.Number:
+		i, _ := x.Int64()
+		return i
+	}
+	return -1 << 62
+}
+
+func argInt32(e map[string]any, i int) int32 {
+	args := e["args"].([]any)
+	u, err := strconv.ParseUint(string(args[i].(json.Number)), 10, 64)
+	if err != nil {
+		return -1 << 30
+	}
+	return int32(u)
+}
+
+func TestTraceOpenAndRead(t *testing.T) {
+	e := lab(t)
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			var openRes, readRes workload.Result
+			var werr error
+			evs, sum := traceInThread(t, mode, []string{"do_sys_openat2", "vfs_read"}, attach.Filters{}, func() {
+				openRes, werr = workload.Run(workload.Spec{Kind: "open", Path: "/etc/hostname", Count: 3})
+				if werr == nil {
+					readRes, werr = workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 4})
+				}
+			})
+			require.NoError(t, werr)
+			pid, tid := os.Getpid(), unix.Gettid()
+			_ = tid
+			entries := filterEvents(evs, "entry", "do_sys_openat2")
+			exits := filterEvents(evs, "exit", "do_sys_openat2")
+			// 3 opens + 1 open by the read workload.
+			require.Len(t, entries, 4, "do_sys_openat2 entries")
+			require.Len(t, exits, 4, "do_sys_openat2 exits")
+			for i, ev := range entries {
+				assert.EqualValues(t, pid, ev["tgid"])
+				assert.Equal(t, mode, ev["mode"])
+				assert.EqualValues(t, -100, argInt32(ev, 0), "dfd = AT_FDCWD")
+				assert.Equal(t, exits[i]["tid"], ev["tid"])
+			}
+			assert.EqualValues(t, openRes.LastFD, exits[0]["ret"], "returned fd")
+			assert.EqualValues(t, readRes.LastFD, exits[3]["ret"], "returned fd")
+			for _, ev := range exits {
+				assert.Greater(t, num(ev["duration_ns"]), int64(0))
+				assert.EqualValues(t, -100, argInt32(ev, 0), "exit carries entry args")
+			}
+			rexits := filterEvents(evs, "exit", "vfs_read")
+			require.Len(t, rexits, 4, "vfs_read exits")
+			for _, ev := range rexits {
+				assert.EqualValues(t, 1, ev["ret"], "1-byte read")
+				assert.EqualValues(t, 1, argInt32(ev, 2), "count argument")
+			}
+			assert.EqualValues(t, 16, sum.Events)
+			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assertNothingAttached(t)
+		})
+	}
+}
+
+func TestErrorsFilter(t *testing.T) {
+	e := lab(t)
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			evs, _ := traceInThread(t, mode, []string{"do_sys_openat2"}, attach.Filters{ErrorsOnly: true}, func() {
+				workload.Run(workload.Spec{Kind: "open", Path: "/etc/hostname", Count: 2})
+				workload.Run(workload.Spec{Kind: "openfail", Path: "/nonexistent", Count: 3})
+			})
+			require.Len(t, evs, 3, "only the failing opens")
+			for _, ev := range evs {
+				assert.Equal(t, "exit", ev["type"])
+				assert.EqualValues(t, -2, ev["ret"])
+				assert.Equal(t, "-ENOENT", ev["ret_str"])
+				assert.EqualValues(t, -100, argInt32(ev, 0), "deferred exit carries entry args")
+			}
+		})
+	}
+}
+
+func TestMinDuration(t *testing.T) {
+	e := lab(t)
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			evs, sum := traceInThread(t, mode, []string{"do_sys_openat2"}, attach.Filters{MinDuration: time.Hour}, func() {
+				workload.Run(workload.Spec{Kind: "open", Path: "/etc/hostname", Count: 3})
+			})
+			assert.Empty(t, evs, "no call lasts an hour")
+			assert.EqualValues(t, 3, sum.Losses.EntryHits, "the calls were seen in the kernel")
+		})
+	}
+}
+
+// TestNestedDurations: vfs_read nests inside ksys_read; the inner call's
+// duration must not exceed the outer one and depths must be 0 and 1.
+func TestNestedDurations(t *testing.T) {
+	e := lab(t)
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			evs, _ := traceInThread(t, mode, []string{"ksys_read", "vfs_read"}, attach.Filters{}, func() {
+				workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 3})
+			})
+			outer := filterEvents(evs, "exit", "ksys_read")
+			inner := filterEvents(evs, "exit", "vfs_read")
+			require.Len(t, outer, 3)
+			require.Len(t, inner, 3)
+			for i := range outer {
+				assert.EqualValues(t, 0, outer[i]["depth"])
+				assert.EqualValues(t, 1, inner[i]["depth"])
+				assert.LessOrEqual(t, num(inner[i]["duration_ns"]), num(outer[i]["duration_ns"]))
+			}
+		})
+	}
+}
+
+// TestCLITraceCommand runs the real binary: trace -- COMMAND follows the
+// command's process tree and passes its exit status through.
+func TestCLITraceCommand(t *testing.T) {
+	e := lab(t)
+	bin := ftprobeBinary(t)
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			cmd := exec.Command(bin, "trace", "--mode", mode, "--output", "json", "do_sys_openat2", "--",
+				bin, "workload", "openfail", "--path", "/no/such/file", "--count", "5")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			require.NoError(t, cmd.Run(), stderr.String())
+			var fails int
+			pids := map[int64]bool{}
+			for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+				m := decodeLine(t, l)
+				if m["type"] == "exit" {
+					pids[num(m["tgid"])] = true
+					if m["ret_str"] == "-ENOENT" {
+						fails++
+					}
+				}
+				if m["type"] == "summary" {
+					assert.Equal(t, mode, m["mode"])
+				}
+			}
+			assert.GreaterOrEqual(t, fails, 5, "the workload's 5 failing opens")
+			assert.Len(t, pids, 1, "only the command's process")
+			assert.False(t, pids[int64(os.Getpid())], "not this test process")
+			assertNothingAttached(t)
+
+			// A failing command's status passes through.
+			st := exec.Command(bin, "trace", "--mode", mode, "do_sys_openat2", "--", bin, "workload", "open", "--path", "/no/such/file")
+			err := st.Run()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, 2, ee.ExitCode())
+		})
+	}
+}
+
+func TestCLIBadInput(t *testing.T) {
+	lab(t)
+	bin := ftprobeBinary(t)
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"trace", "do_sys_openat"}, 2, "did you mean"},
+		{[]string{"trace", "no_such_function_xyz_*"}, 2, "no such function"},
+		{[]string{"trace", "--mode", "fentry", "--max-functions", "3", "vfs_*"}, 2, "more than --max-functions 3"},
+		{[]string{"trace", "--buffer-size", "1000", "vfs_read"}, 2, "power-of-two multiple of the page size"},
+		{[]string{"trace", "--mode", "bogus", "vfs_read"}, 2, "want auto, fentry or kprobe-multi"},
+	} {
+		cmd := exec.Command(bin, c.args...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%v: %s", c.args, out)
+		assert.Equal(t, c.code, ee.ExitCode(), "%v: %s", c.args, out)
+		assert.Contains(t, string(out), c.msg, "%v", c.args)
+		assert.NotContains(t, string(out), "errno", "%v", c.args)
+	}
+	assertNothingAttached(t)
+}
+
+// TestUnsupportedModeCLI: a mode the kernel lacks exits 3 with the reason.
+func TestUnsupportedModeCLI(t *testing.T) {
+	e := lab(t)
+	bin := ftprobeBinary(t)
+	for _, m := range modes {
+		if e.works[m] {
+			continue
+		}
+		out, err := exec.Command(bin, "trace", "--mode", m, "do_sys_openat2", "--duration", "1s").CombinedOutput()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%s", out)
+		assert.Equal(t, 3, ee.ExitCode(), "%s", out)
+		assert.Contains(t, string(out), "do_sys_openat2")
+		assert.Contains(t, string(out), e.exp[m])
+		assertNothingAttached(t)
+	}
+}
+
+// TestWildcard attaches a glob of many functions in each mode and checks
+// the plan's skip accounting.
+func TestWildcard(t *testing.T) {
+	e := lab(t)
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			sys := "__x64_sys_*"
+			if e.kin.Arch == "arm64" {
+				sys = "__arm64_sys_*"
+			}
+			res, err := e.k.Resolve([]string{"vfs_*", "do_sys_*", "ksys_*", sys}, nil, mode, 0)
+			require.NoError(t, err)
+			t.Logf("%d functions, %s", len(res.Funcs), res.SkipSummary())
+			require.Greater(t, len(res.Funcs), 50)
+			start := time.Now()
+			tr, err := attach.Open(attach.Options{Mode: mode, Funcs: res.Funcs, Kernel: e.kin})
+			require.NoError(t, err)
+			t.Logf("attached %d, failed %d in %s", len(tr.Attached), len(tr.Failed), time.Since(start))
+			for _, f := range tr.Failed {
+				t.Logf("not attached: %v", f.Err)
+			}
+			assert.Greater(t, len(tr.Attached), len(res.Funcs)*9/10)
+			require.NoError(t, tr.Close())
+			assertNothingAttached(t)
+		})
+	}
+}
+
+func ftprobeBinary(t *testing.T) string {
+	for _, p := range []string{os.Getenv("FTPROBE_BINARY"), "/bin/ftprobe"} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Skip("no ftprobe binary (set FTPROBE_BINARY; the lab VM has /bin/ftprobe)")
+	return ""
+}
+
+// assertNothingAttached checks that no ftp_* BPF link remains and that
+// enabled_functions lists no direct or fprobe user of ours.
+func assertNothingAttached(t *testing.T) {
+	t.Helper()
+	var it link.Iterator
+	defer it.Close()
+	for it.Next() {
+		info, err := it.Link.Info()
+		if err != nil {
+			continue
+		}
+		p, err := ebpf.NewProgramFromID(info.Program)
+		if err != nil {
+			continue
+		}
+		pi, err := p.Info()
+		p.Close()
+		if err == nil && strings.HasPrefix(pi.Name, "ftp_") {
+			t.Errorf("BPF link %d of program %s still attached", it.ID, pi.Name)
+		}
+	}
+	b, err := os.ReadFile("/sys/kernel/tracing/enabled_functions")
+	if err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "do_sys_openat2 ") || strings.HasPrefix(l, "vfs_read ") || strings.HasPrefix(l, "ksys_read ") {
+				t.Errorf("still in enabled_functions: %s", l)
+			}
+		}
+	}
+}
