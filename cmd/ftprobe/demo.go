@@ -1,0 +1,62 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/exitcode"
+	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+	"github.com/ftprobe/ftprobe/internal/trace"
+)
+
+func newDemoCmd() *cobra.Command {
+	var count int
+	return &cobra.Command{
+		Use:   "demo",
+		Short: "Trace a built-in workload (open + read of /etc/hostname) with fentry/fexit, then kprobe.multi",
+		Long: `demo runs 'ftprobe workload' under 'ftprobe trace do_sys_openat2 vfs_read' once per
+attach mode, so both paths show the same calls side by side. README's first
+command runs it in the lab: ftprobe vm --kernel debian:7.3 --arch arm64 -- demo`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			kin := kfeat.Load()
+			k, err := symbols.LoadKernel(kin.Arch, kin.MaxTrampolineArgs())
+			if err != nil {
+				return exitcode.Wrap(exitcode.Unsupported, err)
+			}
+			w := cmd.OutOrStdout()
+			ran := 0
+			var lastErr error
+			for _, mode := range []string{attach.ModeFentry, attach.ModeKprobeMulti} {
+				fmt.Fprintf(w, "\n=== %s on %s: ftprobe trace --mode %s do_sys_openat2 vfs_read -- ftprobe workload read --count %d\n", mode, kin, mode, count)
+				_, err := trace.Run(cmd.Context(), trace.Options{
+					Patterns: []string{"do_sys_openat2", "vfs_read"}, Mode: mode, Output: "text",
+					Out: w, Log: w, Symbols: k, Self: self,
+					Command: []string{self, "workload", "read", "--count", fmt.Sprint(count)},
+				})
+				if err != nil {
+					fmt.Fprintf(w, "ftprobe: %s: %v\n", mode, err)
+					lastErr = err
+					if !errors.Is(err, kfeat.ErrUnsupported) {
+						return err
+					}
+					continue
+				}
+				ran++
+			}
+			if ran == 0 {
+				return lastErr
+			}
+			return nil
+		},
+	}
+}

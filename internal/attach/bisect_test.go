@@ -1,0 +1,99 @@
+package attach
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+type fakeLink struct {
+	link.Link
+	closed *int
+}
+
+func (l fakeLink) Close() error { *l.closed++; return nil }
+
+// fakeAttach refuses any set containing a bad function, as the kernel
+// refuses a whole kprobe.multi link for one bad address.
+func fakeAttach(bad map[string]bool, calls, closed *int, opened *int) func([]*symbols.Func) (link.Link, error) {
+	return func(fs []*symbols.Func) (link.Link, error) {
+		*calls++
+		for _, f := range fs {
+			if bad[f.Name] {
+				return nil, fmt.Errorf("create kprobe multi link: %w", unix.EINVAL)
+			}
+		}
+		*opened++
+		return fakeLink{closed: closed}, nil
+	}
+}
+
+func funcs(n int) []*symbols.Func {
+	var out []*symbols.Func
+	for i := 0; i < n; i++ {
+		out = append(out, &symbols.Func{ID: uint32(i), Name: fmt.Sprintf("f%d", i)})
+	}
+	return out
+}
+
+func TestBisectFindsBadFunctions(t *testing.T) {
+	var calls, closed, opened int
+	fs := funcs(1000)
+	good, bad, l, err := Bisect(fs, fakeAttach(map[string]bool{"f17": true, "f998": true}, &calls, &closed, &opened))
+	require.NoError(t, err)
+	require.NotNil(t, l)
+	assert.Len(t, good, 998)
+	require.Len(t, bad, 2)
+	assert.Equal(t, "f17", bad[0].Func.Name)
+	assert.Equal(t, "f998", bad[1].Func.Name)
+	assert.ErrorIs(t, bad[0].Err, unix.EINVAL)
+	assert.Less(t, calls, 60, "O(b log n) attempts")
+	assert.Equal(t, opened-1, closed, "every probe link but the final one is closed")
+	for i := 1; i < len(good); i++ {
+		assert.Less(t, good[i-1].ID, good[i].ID)
+	}
+}
+
+func TestBisectAllGood(t *testing.T) {
+	var calls, closed, opened int
+	good, bad, _, err := Bisect(funcs(10), fakeAttach(nil, &calls, &closed, &opened))
+	require.NoError(t, err)
+	assert.Len(t, good, 10)
+	assert.Empty(t, bad)
+	assert.Equal(t, 1, calls)
+}
+
+func TestBisectAllBad(t *testing.T) {
+	var calls, closed, opened int
+	all := map[string]bool{"f0": true, "f1": true, "f2": true}
+	good, bad, l, err := Bisect(funcs(3), fakeAttach(all, &calls, &closed, &opened))
+	require.Error(t, err)
+	assert.Nil(t, l)
+	assert.Empty(t, good)
+	assert.Len(t, bad, 3)
+}
+
+func TestBisectModeMissingDoesNotBisect(t *testing.T) {
+	calls := 0
+	_, _, _, err := Bisect(funcs(64), func([]*symbols.Func) (link.Link, error) {
+		calls++
+		return nil, fmt.Errorf("kprobe multi: %w", ebpf.ErrNotSupported)
+	})
+	assert.True(t, errors.Is(err, ebpf.ErrNotSupported))
+	assert.Equal(t, 1, calls)
+}
+
+func TestValidateRingbufSize(t *testing.T) {
+	assert.NoError(t, ValidateRingbufSize(4<<20))
+	assert.NoError(t, ValidateRingbufSize(uint32(unix.Getpagesize())))
+	assert.ErrorContains(t, ValidateRingbufSize(1000), "power-of-two multiple of the page size")
+	assert.Error(t, ValidateRingbufSize(3<<20))
+}

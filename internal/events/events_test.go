@@ -1,0 +1,166 @@
+package events
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+var openat2 = &symbols.Func{ID: 0, Name: "do_sys_openat2", Proto: &symbols.Proto{
+	Params: []symbols.Param{
+		{Name: "dfd", Type: "int", Kind: symbols.ArgInt, Size: 4},
+		{Name: "filename", Type: "const char *", Kind: symbols.ArgCharPtr, Size: 8},
+		{Name: "how", Type: "struct open_how *", Kind: symbols.ArgPtr, Size: 8},
+	},
+	Ret: "long", RetKind: symbols.RetLong,
+}}
+
+var ext4Open = &symbols.Func{ID: 1, Name: "ext4_file_open", Module: "ext4", Proto: &symbols.Proto{
+	Params:  []symbols.Param{{Name: "inode", Kind: symbols.ArgPtr, Size: 8}, {Name: "filp", Kind: symbols.ArgPtr, Size: 8}},
+	RetKind: symbols.RetS32,
+}}
+
+var table = Table{openat2, ext4Open, {ID: 2, Name: "noproto"}}
+
+func sample(kind uint8, fn uint32, depth uint16) bpfobj.TraceEvent {
+	e := bpfobj.TraceEvent{
+		TsNs: 1_000_000_000, Tgid: 105, Tid: 106, FuncId: fn, Cpu: 1, Depth: depth,
+		Kind: kind, Mode: 1, Nargs: 6, Flags: FlagHasArgs,
+		Args: [6]uint64{0xffffffffffffff9c, 0xffffe2a627bc, 0, 0, 0, 0},
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&e.Comm[0])), 16), "workload")
+	if kind == KindExit {
+		e.TsNs += 3066000
+		e.DurationNs = 3066000
+		e.Ret = 4
+	}
+	return e
+}
+
+func bytesOf(e *bpfobj.TraceEvent) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(e)), RecordSize)
+}
+
+func TestDecodeRoundTrip(t *testing.T) {
+	assert.Equal(t, 112, RecordSize, "struct event size must match bpf/trace.bpf.c")
+	in := sample(KindExit, 0, 2)
+	var out bpfobj.TraceEvent
+	require.NoError(t, Decode(bytesOf(&in), &out))
+	assert.Equal(t, in, out)
+	assert.Equal(t, "workload", Comm(&out))
+	assert.Error(t, Decode(make([]byte, 10), &out))
+}
+
+func TestTextFormat(t *testing.T) {
+	tx := &Text{Table: table}
+	en := sample(KindEntry, 0, 0)
+	ex := sample(KindExit, 0, 0)
+	got := string(tx.Append(nil, &en)) + string(tx.Append(nil, &ex))
+	assert.Equal(t,
+		"0.000000   1 workload 105/106  → do_sys_openat2(dfd=-100, filename=0xffffe2a627bc, how=NULL)\n"+
+			"0.003066   1 workload 105/106  ← do_sys_openat2 = 4  3.066ms\n", got)
+
+	nested := sample(KindEntry, 1, 2)
+	assert.Contains(t, string(tx.Append(nil, &nested)), "105/106      → ext4_file_open [ext4](inode=0xffffffffffffff9c, filp=0xffffe2a627bc)")
+
+	fail := sample(KindExit, 1, 0)
+	fail.Ret = -2
+	assert.Contains(t, string(tx.Append(nil, &fail)), "← ext4_file_open [ext4] = -ENOENT  3.066ms")
+
+	noEntry := sample(KindExit, 2, 0)
+	noEntry.Flags = FlagNoEntry
+	assert.Contains(t, string(tx.Append(nil, &noEntry)), "← noproto = 4  (no entry)")
+
+	raw := sample(KindEntry, 2, 0)
+	assert.Contains(t, string(tx.Append(nil, &raw)), "→ noproto(0xffffffffffffff9c, 0xffffe2a627bc, 0x0, 0x0, 0x0, 0x0)")
+}
+
+func TestRetDecoding(t *testing.T) {
+	ptr := &symbols.Func{Proto: &symbols.Proto{RetKind: symbols.RetPtr}}
+	assert.Equal(t, "ERR_PTR(-EINVAL)", string(AppendRet(nil, ptr, -22)))
+	assert.Equal(t, "NULL", string(AppendRet(nil, ptr, 0)))
+	assert.Equal(t, "0xffff000012345678", string(AppendRet(nil, ptr, int64(-0xffffedcba988))))
+	void := &symbols.Func{Proto: &symbols.Proto{RetKind: symbols.RetVoid}}
+	assert.Equal(t, "void", string(AppendRet(nil, void, 7)))
+	assert.Equal(t, "-5000", string(AppendRet(nil, openat2, -5000)), "not an errno")
+}
+
+func TestDurations(t *testing.T) {
+	for ns, want := range map[uint64]string{999: "999ns", 1500: "1.500µs", 2_500_000: "2.500ms", 3_000_000_000: "3.000s"} {
+		assert.Equal(t, want, string(AppendDuration(nil, ns)))
+	}
+}
+
+func TestJSONFormat(t *testing.T) {
+	j := &JSON{Table: table}
+	ex := sample(KindExit, 1, 3)
+	ex.Ret = -2
+	line := j.Append(nil, &ex)
+	require.True(t, strings.HasSuffix(string(line), "}\n"))
+	d := json.NewDecoder(strings.NewReader(string(line)))
+	d.UseNumber()
+	var m map[string]any
+	require.NoError(t, d.Decode(&m))
+	assert.Equal(t, "exit", m["type"])
+	assert.Equal(t, json.Number("105"), m["tgid"])
+	assert.Equal(t, json.Number("106"), m["tid"])
+	assert.Equal(t, "workload", m["comm"])
+	assert.Equal(t, "ext4_file_open", m["func"])
+	assert.Equal(t, "ext4", m["module"])
+	assert.Equal(t, "fentry", m["mode"])
+	assert.Equal(t, json.Number("3"), m["depth"])
+	assert.Equal(t, json.Number("-2"), m["ret"])
+	assert.Equal(t, "-ENOENT", m["ret_str"])
+	assert.Equal(t, json.Number("3066000"), m["duration_ns"])
+	assert.Equal(t, []any{json.Number("18446744073709551516"), json.Number("281474484283324")}, m["args"])
+}
+
+// Recorded-shape samples: an entry/exit pair of do_sys_openat2 and a
+// nested vfs_read pair, as the arm64 7.3 lab kernel produced them.
+func benchSamples() [][]byte {
+	var out [][]byte
+	for _, e := range []bpfobj.TraceEvent{sample(KindEntry, 0, 0), sample(KindExit, 0, 0), sample(KindEntry, 1, 1), sample(KindExit, 1, 1)} {
+		e := e
+		b := make([]byte, RecordSize)
+		copy(b, bytesOf(&e))
+		out = append(out, b)
+	}
+	return out
+}
+
+func BenchmarkDecodeText(b *testing.B) {
+	s := benchSamples()
+	tx := &Text{Table: table}
+	var ev bpfobj.TraceEvent
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := Decode(s[i&3], &ev); err != nil {
+			b.Fatal(err)
+		}
+		buf = tx.Append(buf[:0], &ev)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+}
+
+func BenchmarkDecodeJSON(b *testing.B) {
+	s := benchSamples()
+	j := &JSON{Table: table}
+	var ev bpfobj.TraceEvent
+	buf := make([]byte, 0, 512)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := Decode(s[i&3], &ev); err != nil {
+			b.Fatal(err)
+		}
+		buf = j.Append(buf[:0], &ev)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+}
