@@ -28,6 +28,8 @@ const (
 	BenchProgCountTpBtf     = "count_tp_btf"
 	BenchProgTriggerDriver  = "trigger_driver"
 	BenchVarBatchIters      = "batch_iters"
+	BenchVarFilterSyscallNr = "filter_syscall_nr"
+	BenchVarFilterTgid      = "filter_tgid"
 )
 
 // LoadBench returns the embedded CollectionSpec for Bench.
@@ -95,7 +97,9 @@ type BenchMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type BenchVariableSpecs struct {
-	BatchIters *ebpf.VariableSpec `ebpf:"batch_iters"`
+	BatchIters      *ebpf.VariableSpec `ebpf:"batch_iters"`
+	FilterSyscallNr *ebpf.VariableSpec `ebpf:"filter_syscall_nr"`
+	FilterTgid      *ebpf.VariableSpec `ebpf:"filter_tgid"`
 }
 
 // BenchObjects contains all objects after they have been loaded into the kernel.
@@ -131,7 +135,9 @@ func (m *BenchMaps) Close() error {
 //
 // It can be passed to LoadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type BenchVariables struct {
-	BatchIters *ebpf.Variable `ebpf:"batch_iters"`
+	BatchIters      *ebpf.Variable `ebpf:"batch_iters"`
+	FilterSyscallNr *ebpf.Variable `ebpf:"filter_syscall_nr"`
+	FilterTgid      *ebpf.Variable `ebpf:"filter_tgid"`
 }
 
 // BenchPrograms contains all programs after they have been loaded into the kernel.

@@ -131,18 +131,28 @@ func detectEmulation() string {
 	return ""
 }
 
-// CPUModel returns the CPU model from /proc/cpuinfo.
+// CPUModel returns the CPU model from /proc/cpuinfo: "model name" on x86,
+// "CPU implementer 0x41 part 0xd0c" on arm64.
 func CPUModel() string {
 	b, _ := os.ReadFile("/proc/cpuinfo")
+	var impl, part string
 	for _, l := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(l, ":")
 		if !ok {
 			continue
 		}
-		k = strings.TrimSpace(k)
-		if k == "model name" || k == "CPU part" {
-			return strings.TrimSpace(v)
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch k {
+		case "model name":
+			return v
+		case "CPU implementer":
+			impl = v
+		case "CPU part":
+			part = v
 		}
+	}
+	if part != "" {
+		return "CPU implementer " + impl + " part " + part
 	}
 	return runtime.GOARCH
 }

@@ -214,9 +214,24 @@ func (a *aptEnv) candidates(ctx context.Context) ([]debPkg, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("no %s kernel packages in %s", a.arch, strings.Join(debianSuites, ", "))
 	}
+	all, err := a.show(ctx, names...)
+	if err != nil {
+		return nil, err
+	}
+	var pkgs []debPkg
+	for _, p := range all {
+		if p.Size >= 1<<20 {
+			pkgs = append(pkgs, p)
+		}
+	}
+	return pkgs, nil
+}
+
+// show returns apt's metadata for the named packages.
+func (a *aptEnv) show(ctx context.Context, names ...string) ([]debPkg, error) {
 	out, err := exec.CommandContext(ctx, "apt-cache", append(append(a.opts(), "show", "--no-all-versions"), names...)...).Output()
 	if err != nil {
-		return nil, fmt.Errorf("apt-cache show: %w", err)
+		return nil, fmt.Errorf("apt-cache show %s: %w", strings.Join(names, " "), err)
 	}
 	var pkgs []debPkg
 	for _, stanza := range strings.Split(string(out), "\n\n") {
@@ -241,7 +256,7 @@ func (a *aptEnv) candidates(ctx context.Context) ([]debPkg, error) {
 				p.Size, _ = strconv.ParseInt(v, 10, 64)
 			}
 		}
-		if p.Name == "" || p.Size < 1<<20 || p.SHA256 == "" {
+		if p.Name == "" || p.SHA256 == "" {
 			continue
 		}
 		up, _, _ := strings.Cut(p.Version, "-")
@@ -345,7 +360,7 @@ func ResolveDebian(ctx context.Context, version, arch string, log io.Writer) (*K
 	if err != nil {
 		return nil, fmt.Errorf("debian:%s (%s): %w", version, arch, err)
 	}
-	dir := filepath.Join(cache, "kernels", arch, p.Name+"_"+p.Version)
+	dir := filepath.Join(cache, "kernels", "v2", arch, p.Name+"_"+p.Version)
 	if k, err := loadKernelJSON(dir); err == nil {
 		return k, nil
 	}
@@ -364,6 +379,21 @@ func ResolveDebian(ctx context.Context, version, arch string, log io.Writer) (*K
 	fmt.Fprintf(log, "ftprobe: extracting %s\n", filepath.Base(deb))
 	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", deb, tmp).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("dpkg-deb -x %s: %w: %s", deb, err, lastLines(string(out), 3))
+	}
+	// Newer Debian kernels split the image from the base files; the
+	// kernel config is in linux-base-VERSION-FLAVOUR.
+	if rest, ok := strings.CutPrefix(p.Name, "linux-binary-unsigned-"); ok {
+		if base, err := apt.show(ctx, "linux-base-"+rest); err == nil && len(base) > 0 {
+			bdeb := filepath.Join(cache, "debs", filepath.Base(base[0].Filename))
+			if err := download(ctx, apt.uri+"/"+base[0].Filename, bdeb, base[0].SHA256, base[0].Size, log); err == nil {
+				if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", bdeb, tmp).CombinedOutput(); err != nil {
+					fmt.Fprintf(log, "ftprobe: no kernel config: dpkg-deb -x %s: %v: %s\n", bdeb, err, lastLines(string(out), 2))
+				}
+				os.Remove(bdeb)
+			} else {
+				fmt.Fprintf(log, "ftprobe: no kernel config: %v\n", err)
+			}
+		}
 	}
 	k, err := collectKernel(tmp, dir, arch, p)
 	if err != nil {

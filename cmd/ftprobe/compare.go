@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/bench"
+	"github.com/ftprobe/ftprobe/internal/exitcode"
+	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+func newCompareCmd() *cobra.Command {
+	var (
+		cfg                          bench.Config
+		jsonFile, plotFile, attachNs string
+		crowdKs                      string
+		quiet                        bool
+	)
+	cmd := &cobra.Command{
+		Use:   "compare",
+		Short: "Benchmark the attach paths side by side: fentry/fexit trampolines versus kprobe.multi (fprobe)",
+		Long: `compare measures, on this kernel:
+  hit     cost per call of the target in every mode (baseline, fentry, fexit,
+          fentry+fexit, kprobe.multi, kretprobe.multi, both, kprobe.session,
+          raw_tp) with an empty counting body and with ftprobe's trace program;
+          triggers: kernel (BPF_PROG_TEST_RUN driver calling
+          bpf_get_numa_node_id() in batches, as the kernel's bench trig-*)
+          and syscall (getppid(2) loop, probe on its handler)
+  attach  wall time to attach and detach N functions: one kprobe.multi link
+          versus N fentry (fexit) links, with the programs' pinned memory
+  crowd   hit cost while K other functions are traced by other links
+  stream  events per second delivered through the ringbuf, and drops
+The baseline is re-measured right before every mode; medians of --runs runs
+with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if cfg.AttachN, err = parseInts(attachNs, "--attach-n"); err != nil {
+				return err
+			}
+			if cfg.CrowdK, err = parseInts(crowdKs, "--crowd-k"); err != nil {
+				return err
+			}
+			if err := attach.ValidateRingbufSize(cfg.RingbufSize); err != nil {
+				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--buffer-size: %w", err))
+			}
+			if cfg.Runs < 1 || cfg.Calls < 1 || cfg.Batch < 1 {
+				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--runs, --calls and --batch must be positive"))
+			}
+			if plotFile != "" && !strings.HasSuffix(plotFile, ".svg") && !strings.HasSuffix(plotFile, ".png") {
+				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--plot %s: want FILE.svg or FILE.png", plotFile))
+			}
+			kin := kfeat.Load()
+			if !kfeat.TracefsMounted() {
+				return exitcode.Wrap(exitcode.Unsupported, symbols.ErrNoTracefs)
+			}
+			k, err := symbols.LoadKernel(kin.Arch, kin.MaxTrampolineArgs())
+			if err != nil {
+				return exitcode.Wrap(exitcode.Unsupported, err)
+			}
+			if !cmd.Flags().Changed("attach-n") && kin.Emulated == "QEMU TCG" {
+				cfg.AttachN = []int{1, 10, 100}
+				fmt.Fprintln(cmd.ErrOrStderr(), "ftprobe compare: emulated kernel: --attach-n defaults to 1,10,100 (1000 fentry attaches take many minutes under TCG)")
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if !quiet {
+				cfg.Progress = func(m string) { fmt.Fprintf(cmd.ErrOrStderr(), "\r\033[K%s", m) }
+			}
+			rep, err := bench.Run(ctx, kin, k, cfg)
+			if !quiet {
+				fmt.Fprintln(cmd.ErrOrStderr())
+			}
+			if rep != nil {
+				rep.WriteText(cmd.OutOrStdout())
+				if jsonFile != "" {
+					f, ferr := os.Create(jsonFile)
+					if ferr != nil {
+						return exitcode.Wrap(exitcode.BadInput, ferr)
+					}
+					if werr := rep.WriteJSON(f); werr != nil {
+						return werr
+					}
+					f.Close()
+				}
+				if plotFile != "" {
+					if perr := rep.Plot(plotFile); perr != nil {
+						return fmt.Errorf("plot: %w", perr)
+					}
+				}
+			}
+			if err != nil {
+				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("compare: %w", err))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&cfg.Scenarios, "scenario", []string{"hit", "attach", "crowd", "stream"}, "scenarios to run: hit, attach, crowd, stream")
+	f.StringSliceVar(&cfg.Triggers, "trigger", []string{bench.TriggerKernel, bench.TriggerSyscall}, "hit-cost triggers: kernel, syscall")
+	f.StringSliceVar(&cfg.Bodies, "body", []string{bench.BodyEmpty, bench.BodyTrace, bench.BodyFiltered}, "program bodies: empty, trace, filtered (trace program whose pid filter rejects every call)")
+	f.IntVar(&cfg.Runs, "runs", 5, "measured runs per mode (after one warm-up)")
+	f.IntVar(&cfg.Calls, "calls", 200000, "calls of the target per measurement (kernel trigger)")
+	f.IntVar(&cfg.SyscallCalls, "syscall-calls", 20000, "calls per measurement (syscall trigger)")
+	f.IntVar(&cfg.Batch, "batch", 1000, "kernel trigger: calls per BPF_PROG_TEST_RUN")
+	f.StringVar(&attachNs, "attach-n", "1,10,100,1000", "attach scenario: numbers of functions")
+	f.StringVar(&crowdKs, "crowd-k", "0,10,100", "crowd scenario: numbers of other traced functions")
+	f.Uint32Var(&cfg.RingbufSize, "buffer-size", 4<<20, "ringbuf bytes for trace bodies and streaming")
+	f.IntVar(&cfg.StreamCalls, "stream-calls", 200000, "calls in the streaming scenario")
+	f.StringVar(&jsonFile, "json", "", "write the report as JSON (schema ftprobe-compare/v1, raw samples included)")
+	f.StringVar(&plotFile, "plot", "", "draw ns/hit by mode and attach time against N into FILE.svg or FILE.png")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
+	return cmd
+}
+
+func parseInts(s, flag string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("%s %q: want comma-separated non-negative integers", flag, s))
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

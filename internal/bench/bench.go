@@ -1,0 +1,333 @@
+// Package bench measures the attach paths side by side on the running
+// kernel: the cost per hit of each mode (fentry/fexit trampolines versus
+// fprobe's kprobe.multi/kretprobe.multi/kprobe.session), the cost of
+// attaching and detaching N functions, the hit cost when ftrace is crowded
+// with other users, and streaming throughput through the ringbuf.
+//
+// Method: every run measures the baseline (no probe) right before each
+// mode, so each mode's cost is a difference taken minutes apart at most, and
+// reports the median over runs with min and max. Under emulation (QEMU TCG)
+// only ratios taken in one run mean anything.
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/kfeat"
+)
+
+// Hit-cost modes, in report order.
+const (
+	ModeBaseline      = "baseline"
+	ModeFentry        = "fentry"
+	ModeFexit         = "fexit"
+	ModeFentryFexit   = "fentry+fexit"
+	ModeKprobeMulti   = "kprobe.multi"
+	ModeKretMulti     = "kretprobe.multi"
+	ModeKprobeKret    = "kprobe.multi+kretprobe.multi"
+	ModeKprobeSession = "kprobe.session"
+	ModeRawTP         = "raw_tp"
+)
+
+// HitModes lists the hit-cost modes.
+var HitModes = []string{ModeBaseline, ModeFentry, ModeFexit, ModeFentryFexit, ModeKprobeMulti, ModeKretMulti, ModeKprobeKret, ModeKprobeSession, ModeRawTP}
+
+// Triggers.
+const (
+	TriggerKernel  = "kernel"  // BPF_PROG_TEST_RUN driver calling bpf_get_numa_node_id() in a loop
+	TriggerSyscall = "syscall" // user-space getppid(2) loop, probe on its syscall handler
+)
+
+// Bodies.
+const (
+	BodyEmpty    = "empty"    // counts hits only
+	BodyTrace    = "trace"    // ftprobe's trace program with a reader draining the ringbuf
+	BodyFiltered = "filtered" // trace program whose pid filter rejects every call
+)
+
+// Stat is a median with its range over runs.
+type Stat struct {
+	Median  float64   `json:"median"`
+	Min     float64   `json:"min"`
+	Max     float64   `json:"max"`
+	Samples []float64 `json:"samples"`
+}
+
+// NewStat summarizes samples.
+func NewStat(s []float64) Stat {
+	if len(s) == 0 {
+		return Stat{}
+	}
+	c := append([]float64(nil), s...)
+	sort.Float64s(c)
+	m := c[len(c)/2]
+	if len(c)%2 == 0 {
+		m = (c[len(c)/2-1] + c[len(c)/2]) / 2
+	}
+	return Stat{Median: m, Min: c[0], Max: c[len(c)-1], Samples: s}
+}
+
+// counter is a loaded counting program with its hits map.
+type counter struct {
+	hits  *ebpf.Map
+	progs []*ebpf.Program
+	links []link.Link
+}
+
+func (c *counter) Close() {
+	for _, l := range c.links {
+		l.Close()
+	}
+	for _, p := range c.progs {
+		p.Close()
+	}
+	if c.hits != nil {
+		c.hits.Close()
+	}
+}
+
+func (c *counter) count() (uint64, error) {
+	var vals []uint64
+	if err := c.hits.Lookup(uint32(0), &vals); err != nil {
+		return 0, err
+	}
+	var s uint64
+	for _, v := range vals {
+		s += v
+	}
+	return s, nil
+}
+
+func (c *counter) reset() error {
+	n := runtime.NumCPU()
+	if p, err := ebpf.PossibleCPU(); err == nil {
+		n = p
+	}
+	return c.hits.Put(uint32(0), make([]uint64, n))
+}
+
+// Missed sums kprobe.multi missed runs and program recursion misses.
+func (c *counter) missed() uint64 {
+	var m uint64
+	for _, l := range c.links {
+		if info, err := l.Info(); err == nil {
+			if km := info.KprobeMulti(); km != nil {
+				m += km.Missed
+			}
+		}
+	}
+	for _, p := range c.progs {
+		if st, err := p.Stats(); err == nil {
+			m += st.RecursionMisses
+		}
+	}
+	return m
+}
+
+// benchSpec returns the counting object with the filters set.
+func benchSpec(tgid uint32, batch uint32) (*ebpf.CollectionSpec, error) {
+	spec, err := bpfobj.LoadBench()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["filter_tgid"].Set(tgid); err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["batch_iters"].Set(batch); err != nil {
+		return nil, err
+	}
+	// getppid(2): the syscall trigger's call (include/uapi/asm-generic/unistd.h
+	// 173 on arm64; arch/x86/entry/syscalls/syscall_64.tbl 110 on x86-64).
+	nr := int64(110)
+	if runtime.GOARCH == "arm64" {
+		nr = 173
+	}
+	if err := spec.Variables["filter_syscall_nr"].Set(nr); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+func loadOne(spec *ebpf.CollectionSpec, name, attachTo string, hits *ebpf.Map) (*ebpf.Program, error) {
+	ps := spec.Programs[name].Copy()
+	ps.AttachTo = attachTo
+	coll := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{name: ps}, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder}
+	opts := ebpf.CollectionOptions{}
+	if hits != nil {
+		opts.MapReplacements = map[string]*ebpf.Map{"hits": hits}
+	}
+	c, err := ebpf.NewCollectionWithOptions(coll, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.DetachProgram(name), nil
+}
+
+// attachCounter attaches the counting program(s) of mode to target
+// (a function for f*/kprobe modes, a tracepoint for raw_tp). Errors are
+// explained by kin.
+func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target string) (*counter, error) {
+	c := &counter{}
+	hs := spec.Maps["hits"].Copy()
+	h, err := ebpf.NewMap(hs)
+	if err != nil {
+		return nil, err
+	}
+	c.hits = h
+	fail := func(m string, err error) (*counter, error) {
+		c.Close()
+		return nil, kin.Explain(m, target, err)
+	}
+	add := func(m string) error {
+		var p *ebpf.Program
+		var l link.Link
+		var err error
+		switch m {
+		case ModeFentry, ModeFexit:
+			prog := map[string]string{ModeFentry: "count_fentry", ModeFexit: "count_fexit"}[m]
+			if p, err = loadOne(spec, prog, target, h); err == nil {
+				l, err = link.AttachTracing(link.TracingOptions{Program: p})
+			}
+		case ModeKprobeMulti, ModeKretMulti, ModeKprobeSession:
+			prog := map[string]string{ModeKprobeMulti: "count_kmulti", ModeKretMulti: "count_kretmulti", ModeKprobeSession: "count_ksession"}[m]
+			if p, err = loadOne(spec, prog, "", h); err == nil {
+				o := link.KprobeMultiOptions{Symbols: []string{target}, Session: m == ModeKprobeSession}
+				if m == ModeKretMulti {
+					l, err = link.KretprobeMulti(p, o)
+				} else {
+					l, err = link.KprobeMulti(p, o)
+				}
+			}
+		case ModeRawTP:
+			if p, err = loadOne(spec, "count_raw_tp", "", h); err == nil {
+				l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_enter", Program: p})
+			}
+		default:
+			return fmt.Errorf("unknown mode %q", m)
+		}
+		if p != nil {
+			c.progs = append(c.progs, p)
+		}
+		if err != nil {
+			return err
+		}
+		c.links = append(c.links, l)
+		return nil
+	}
+	parts := map[string][]string{ModeFentryFexit: {ModeFentry, ModeFexit}, ModeKprobeKret: {ModeKprobeMulti, ModeKretMulti}}[mode]
+	if parts == nil {
+		parts = []string{mode}
+	}
+	for _, m := range parts {
+		if err := add(m); err != nil {
+			return fail(m, err)
+		}
+	}
+	return c, nil
+}
+
+// hitsPerCall is how many counter increments one triggered call causes.
+func hitsPerCall(mode string) uint64 {
+	switch mode {
+	case ModeFentryFexit, ModeKprobeKret, ModeKprobeSession:
+		return 2
+	case ModeBaseline:
+		return 0
+	}
+	return 1
+}
+
+// Trigger runs calls of the target and returns the elapsed time.
+type Trigger interface {
+	Name() string
+	Target() string // the function probes attach to
+	Run(calls int) (time.Duration, error)
+	Close()
+}
+
+type kernelTrigger struct {
+	prog  *ebpf.Program
+	batch int
+}
+
+// NewKernelTrigger loads the driver program: each BPF_PROG_TEST_RUN calls
+// bpf_get_numa_node_id() batch times (the method of the kernel's
+// tools/testing/selftests/bpf/benchs/bench_trigger.c). The caller closes it.
+func NewKernelTrigger(batch int) (Trigger, error) {
+	spec, err := benchSpec(0, uint32(batch))
+	if err != nil {
+		return nil, err
+	}
+	p, err := loadOne(spec, "trigger_driver", "", nil)
+	if err != nil {
+		return nil, fmt.Errorf("kernel trigger: load driver: %w", err)
+	}
+	if _, err := p.Run(&ebpf.RunOptions{}); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("kernel trigger: BPF_PROG_TEST_RUN on raw_tp: %w", err)
+	}
+	return &kernelTrigger{prog: p, batch: batch}, nil
+}
+
+func (k *kernelTrigger) Name() string   { return TriggerKernel }
+func (k *kernelTrigger) Target() string { return "bpf_get_numa_node_id" }
+func (k *kernelTrigger) Close()         { k.prog.Close() }
+
+// Run triggers calls rounded up to whole batches.
+func (k *kernelTrigger) Run(calls int) (time.Duration, error) {
+	runs := (calls + k.batch - 1) / k.batch
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := time.Now()
+	for i := 0; i < runs; i++ {
+		if _, err := k.prog.Run(&ebpf.RunOptions{}); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start), nil
+}
+
+func (k *kernelTrigger) Calls(calls int) int { return (calls + k.batch - 1) / k.batch * k.batch }
+
+type syscallTrigger struct{ target string }
+
+// NewSyscallTrigger loops getppid(2); probes go on its syscall handler.
+func NewSyscallTrigger() Trigger {
+	t := "__x64_sys_getppid"
+	if runtime.GOARCH == "arm64" {
+		t = "__arm64_sys_getppid"
+	}
+	return &syscallTrigger{target: t}
+}
+
+func (s *syscallTrigger) Name() string   { return TriggerSyscall }
+func (s *syscallTrigger) Target() string { return s.target }
+func (s *syscallTrigger) Close()         {}
+func (s *syscallTrigger) Run(calls int) (time.Duration, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := time.Now()
+	for i := 0; i < calls; i++ {
+		unix.Getppid()
+	}
+	return time.Since(start), nil
+}
+
+func triggeredCalls(t Trigger, calls int) int {
+	if k, ok := t.(*kernelTrigger); ok {
+		return k.Calls(calls)
+	}
+	return calls
+}
+
+var errUnsupportedTrigger = errors.New("not applicable to this trigger")

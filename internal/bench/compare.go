@@ -1,0 +1,746 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+// Config of a compare run.
+type Config struct {
+	Triggers     []string // kernel, syscall
+	Bodies       []string // empty, trace, filtered
+	Runs         int      // measured repetitions (after one warm-up)
+	Calls        int      // calls per measurement (kernel trigger: rounded to batches)
+	SyscallCalls int      // calls per measurement for the syscall trigger
+	Batch        int      // kernel trigger: calls per BPF_PROG_TEST_RUN
+	AttachN      []int    // attach/detach scenario sizes
+	CrowdK       []int    // crowded-ftrace scenario sizes
+	RingbufSize  uint32   // streaming and trace bodies
+	StreamCalls  int      // calls in the streaming scenario
+	Scenarios    []string // hit, attach, crowd, stream
+	Progress     func(msg string)
+}
+
+// Header describes the machine and kernel.
+type Header struct {
+	Tool     string            `json:"tool"`
+	Time     time.Time         `json:"time"`
+	Release  string            `json:"kernel_release"`
+	Arch     string            `json:"arch"`
+	CPU      string            `json:"cpu_model"`
+	CPUs     int               `json:"cpus"`
+	Emulated string            `json:"emulated,omitempty"`
+	Config   map[string]string `json:"kernel_config"`
+	Warning  string            `json:"warning,omitempty"`
+	Runs     int               `json:"runs"`
+}
+
+// HitRow is one mode's hit cost.
+type HitRow struct {
+	Trigger     string  `json:"trigger"`
+	Body        string  `json:"body"`
+	Mode        string  `json:"mode"`
+	Target      string  `json:"target"`
+	Supported   bool    `json:"supported"`
+	Reason      string  `json:"reason,omitempty"`
+	Calls       int     `json:"calls_per_run"`
+	NsPerHit    Stat    `json:"ns_per_hit"`
+	OverheadNs  Stat    `json:"ns_over_baseline"`
+	MHitsPerSec float64 `json:"mhits_per_s"`
+	RatioFentry float64 `json:"ratio_to_fentry,omitempty"` // overhead / fentry's overhead
+	Hits        uint64  `json:"hits_last_run"`
+	Expected    uint64  `json:"hits_expected"`
+	Misses      int64   `json:"misses"` // expected - counted, summed over runs (and fprobe/recursion misses)
+}
+
+// AttachRow is the attach/detach cost of N functions in one mode.
+type AttachRow struct {
+	Mode        string `json:"mode"`
+	N           int    `json:"n"`
+	Supported   bool   `json:"supported"`
+	Reason      string `json:"reason,omitempty"`
+	LoadMs      Stat   `json:"load_ms"`   // program load and verification
+	AttachMs    Stat   `json:"attach_ms"` // link creation
+	DetachMs    Stat   `json:"detach_ms"`
+	Links       int    `json:"links"`
+	Programs    int    `json:"programs"`
+	Trampolines int    `json:"trampolines"`
+	MemlockB    uint64 `json:"prog_memlock_bytes"` // sum of the programs' memlock (bpf_prog_info)
+}
+
+// CrowdRow is a hit cost with K other functions traced.
+type CrowdRow struct {
+	Mode       string `json:"mode"`
+	K          int    `json:"k"`
+	Supported  bool   `json:"supported"`
+	Reason     string `json:"reason,omitempty"`
+	NsPerHit   Stat   `json:"ns_per_hit"`
+	OverheadNs Stat   `json:"ns_over_baseline"`
+	Misses     int64  `json:"misses"`
+}
+
+// StreamRow is streaming throughput.
+type StreamRow struct {
+	Mode         string  `json:"mode"`
+	RingbufBytes uint32  `json:"ringbuf_bytes"`
+	Supported    bool    `json:"supported"`
+	Reason       string  `json:"reason,omitempty"`
+	Calls        int     `json:"calls"`
+	Delivered    uint64  `json:"events_delivered"`
+	Dropped      uint64  `json:"events_dropped"`
+	EventsPerSec float64 `json:"events_per_s"`
+}
+
+// Report is one compare document (JSON schema in README: one document per
+// run so runs from many kernels and machines can be merged).
+type Report struct {
+	Schema  string      `json:"schema"`
+	Header  Header      `json:"header"`
+	Hit     []HitRow    `json:"hit_cost"`
+	Attach  []AttachRow `json:"attach_cost"`
+	Crowd   []CrowdRow  `json:"crowded_ftrace"`
+	Stream  []StreamRow `json:"streaming"`
+	Partial bool        `json:"partial,omitempty"` // interrupted
+}
+
+// SchemaID names the JSON document format.
+const SchemaID = "ftprobe-compare/v1"
+
+func (c *Config) progress(f string, a ...any) {
+	if c.Progress != nil {
+		c.Progress(fmt.Sprintf(f, a...))
+	}
+}
+
+func (c *Config) has(s string) bool {
+	for _, x := range c.Scenarios {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Run performs the scenarios. On ctx cancellation it returns what it
+// measured so far with Partial set. Everything it attaches is detached
+// before it returns.
+func Run(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config) (*Report, error) {
+	r := &Report{Schema: SchemaID, Header: Header{Tool: "ftprobe compare", Time: time.Now().UTC(), Release: kin.Release, Arch: kin.Arch,
+		CPU: kfeat.CPUModel(), CPUs: runtime.NumCPU(), Emulated: kin.Emulated, Config: map[string]string{}, Runs: cfg.Runs}}
+	for _, key := range []string{"CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS", "CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS", "CONFIG_FPROBE",
+		"CONFIG_FUNCTION_GRAPH_TRACER", "CONFIG_MITIGATION_RETPOLINE", "CONFIG_MITIGATION_RETHUNK", "CONFIG_CFI_CLANG"} {
+		r.Header.Config[key] = kin.ConfigValue(key)
+	}
+	if b, err := os.ReadFile("/proc/cmdline"); err == nil && strings.Contains(string(b), "mitigations=off") {
+		r.Header.Config["mitigations"] = "off"
+	}
+	if kin.Emulated != "" {
+		r.Header.Warning = "measured under " + kin.Emulated + ": absolute numbers do not transfer to hardware; compare ratios within this run"
+	}
+	steps := []func() error{}
+	if cfg.has("hit") {
+		steps = append(steps, func() error { return runHit(ctx, kin, cfg, r) })
+	}
+	if cfg.has("attach") {
+		steps = append(steps, func() error { return runAttach(ctx, kin, k, cfg, r) })
+	}
+	if cfg.has("crowd") {
+		steps = append(steps, func() error { return runCrowd(ctx, kin, k, cfg, r) })
+	}
+	if cfg.has("stream") {
+		steps = append(steps, func() error { return runStream(ctx, kin, k, cfg, r) })
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			if errors.Is(err, context.Canceled) {
+				r.Partial = true
+				return r, nil
+			}
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// measured is one attached configuration that can count its hits.
+type measured interface {
+	reset() error
+	hits() (uint64, error)
+	missed() uint64
+	close()
+}
+
+type counterM struct{ c *counter }
+
+func (m counterM) reset() error          { return m.c.reset() }
+func (m counterM) hits() (uint64, error) { return m.c.count() }
+func (m counterM) missed() uint64        { return m.c.missed() }
+func (m counterM) close()                { m.c.Close() }
+
+// traceM wraps ftprobe's trace programs with a draining reader.
+type traceM struct {
+	t      *attach.Tracer
+	rd     *ringbuf.Reader
+	wg     sync.WaitGroup
+	events atomic.Uint64
+	base   attach.Losses
+}
+
+func openTrace(kin *kfeat.Info, mode, target string, filters attach.Filters, ringbufSize uint32, k *symbols.Kernel) (*traceM, error) {
+	res, err := k.Resolve([]string{target}, nil, mode, 0)
+	if err != nil {
+		return nil, err
+	}
+	t, err := attach.Open(attach.Options{Mode: mode, Funcs: res.Funcs, Filters: filters, RingbufSize: ringbufSize, Kernel: kin})
+	if err != nil {
+		return nil, err
+	}
+	rd, err := t.Reader()
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	m := &traceM{t: t, rd: rd}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		var rec ringbuf.Record
+		for {
+			if err := rd.ReadInto(&rec); err != nil {
+				if errors.Is(err, ringbuf.ErrClosed) {
+					return
+				}
+				continue
+			}
+			m.events.Add(1)
+		}
+	}()
+	return m, nil
+}
+
+func (m *traceM) reset() error {
+	l, err := m.t.Losses()
+	m.base = l
+	return err
+}
+
+func (m *traceM) hits() (uint64, error) {
+	l, err := m.t.Losses()
+	return l.EntryHits - m.base.EntryHits + l.ExitHits - m.base.ExitHits, err
+}
+
+func (m *traceM) missed() uint64 {
+	l, _ := m.t.Losses()
+	return l.KprobeMissed + l.RecursionMiss + l.RingbufDrops
+}
+
+func (m *traceM) close() {
+	m.rd.Close()
+	m.wg.Wait()
+	m.t.Close()
+}
+
+func hitModesFor(trigger, body string) []string {
+	if body != BodyEmpty {
+		return []string{ModeFentryFexit, ModeKprobeKret}
+	}
+	var out []string
+	for _, m := range HitModes[1:] {
+		if m == ModeRawTP && trigger != TriggerSyscall {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func openMode(kin *kfeat.Info, k *symbols.Kernel, trig Trigger, body, mode string, ringbuf uint32) (measured, error) {
+	if body == BodyEmpty {
+		spec, err := benchSpec(uint32(os.Getpid()), 1)
+		if err != nil {
+			return nil, err
+		}
+		target := trig.Target()
+		c, err := attachCounter(kin, spec, mode, target)
+		if err != nil {
+			return nil, err
+		}
+		return counterM{c}, nil
+	}
+	tm := attach.ModeFentry
+	if mode == ModeKprobeKret {
+		tm = attach.ModeKprobeMulti
+	}
+	f := attach.Filters{TGID: uint32(os.Getpid())}
+	if body == BodyFiltered {
+		f.TGID = 1 // init: never the caller, so every call is rejected in the filter
+	}
+	return openTrace(kin, tm, trig.Target(), f, ringbuf, k)
+}
+
+func runHit(ctx context.Context, kin *kfeat.Info, cfg Config, r *Report) error {
+	k, err := symbols.LoadKernel(kin.Arch, kin.MaxTrampolineArgs())
+	if err != nil {
+		return err
+	}
+	for _, tn := range cfg.Triggers {
+		var trig Trigger
+		calls := cfg.Calls
+		switch tn {
+		case TriggerKernel:
+			trig, err = NewKernelTrigger(cfg.Batch)
+			if err != nil {
+				for _, body := range cfg.Bodies {
+					for _, m := range append([]string{ModeBaseline}, hitModesFor(tn, body)...) {
+						r.Hit = append(r.Hit, HitRow{Trigger: tn, Body: body, Mode: m, Reason: err.Error()})
+					}
+				}
+				continue
+			}
+		case TriggerSyscall:
+			trig = NewSyscallTrigger()
+			calls = cfg.SyscallCalls
+		default:
+			return fmt.Errorf("unknown trigger %q (want kernel or syscall)", tn)
+		}
+		calls = triggeredCalls(trig, calls)
+		for _, body := range cfg.Bodies {
+			modes := hitModesFor(tn, body)
+			rows := map[string]*HitRow{}
+			base := &HitRow{Trigger: tn, Body: body, Mode: ModeBaseline, Target: trig.Target(), Supported: true, Calls: calls}
+			var baseS []float64
+			samples := map[string][]float64{}
+			over := map[string][]float64{}
+			for _, m := range modes {
+				rows[m] = &HitRow{Trigger: tn, Body: body, Mode: m, Target: trig.Target(), Supported: true, Calls: calls}
+			}
+			for run := -1; run < cfg.Runs; run++ {
+				for _, m := range modes {
+					row := rows[m]
+					if !row.Supported {
+						continue
+					}
+					if err := ctx.Err(); err != nil {
+						trig.Close()
+						finishHit(r, base, baseS, modes, rows, samples, over)
+						return err
+					}
+					cfg.progress("hit cost: %s trigger, %s body, run %d/%d, %s", tn, body, run+1, cfg.Runs, m)
+					bt, err := trig.Run(calls)
+					if err != nil {
+						trig.Close()
+						return fmt.Errorf("%s trigger: %w", tn, err)
+					}
+					mm, err := openMode(kin, k, trig, body, m, cfg.RingbufSize)
+					if err != nil {
+						row.Supported, row.Reason = false, reasonOf(err)
+						continue
+					}
+					mm.reset()
+					mt, err := trig.Run(calls)
+					hits, herr := mm.hits()
+					missed := mm.missed()
+					mm.close()
+					if err != nil || herr != nil {
+						trig.Close()
+						return fmt.Errorf("%s %s: %w", tn, m, errors.Join(err, herr))
+					}
+					if run < 0 {
+						continue // warm-up
+					}
+					b := float64(bt.Nanoseconds()) / float64(calls)
+					v := float64(mt.Nanoseconds()) / float64(calls)
+					baseS = append(baseS, b)
+					samples[m] = append(samples[m], v)
+					over[m] = append(over[m], v-b)
+					exp := uint64(calls) * hitsPerCall(m)
+					if body == BodyFiltered {
+						exp = 0
+					}
+					row.Hits, row.Expected = hits, exp
+					row.Misses += int64(exp) - int64(hits) + int64(missed)
+				}
+			}
+			trigDone := ctx.Err()
+			finishHit(r, base, baseS, modes, rows, samples, over)
+			if trigDone != nil {
+				trig.Close()
+				return trigDone
+			}
+		}
+		trig.Close()
+	}
+	return nil
+}
+
+func finishHit(r *Report, base *HitRow, baseS []float64, modes []string, rows map[string]*HitRow, samples, over map[string][]float64) {
+	base.NsPerHit = NewStat(baseS)
+	if base.NsPerHit.Median > 0 {
+		base.MHitsPerSec = 1e3 / base.NsPerHit.Median
+	}
+	r.Hit = append(r.Hit, *base)
+	var fentry float64
+	if s, ok := over[ModeFentry]; ok {
+		fentry = NewStat(s).Median
+	} else if s, ok := over[ModeFentryFexit]; ok && base.Body != BodyEmpty {
+		fentry = NewStat(s).Median
+	}
+	for _, m := range modes {
+		row := rows[m]
+		if row.Supported && len(samples[m]) > 0 {
+			row.NsPerHit = NewStat(samples[m])
+			row.OverheadNs = NewStat(over[m])
+			if row.NsPerHit.Median > 0 {
+				row.MHitsPerSec = 1e3 / row.NsPerHit.Median
+			}
+			if fentry > 0 {
+				row.RatioFentry = row.OverheadNs.Median / fentry
+			}
+		}
+		r.Hit = append(r.Hit, *row)
+	}
+}
+
+func reasonOf(err error) string {
+	var re *kfeat.ReasonError
+	if errors.As(err, &re) {
+		return re.Reason
+	}
+	return err.Error()
+}
+
+// candidates returns up to n functions traceable in both fentry and
+// kprobe-multi mode, in a stable order, for the attach and crowd scenarios.
+func candidates(k *symbols.Kernel, n int, exclude string) ([]*symbols.Func, error) {
+	globs := []string{"vfs_*", "do_*", "ksys_*", "security_*", "proc_*", "seq_*", "kernfs_*", "path_*", "d_*", "inode_*", "file_*", "filp_*", "generic_*", "mnt_*", "sysfs_*", "kobject_*", "dput*", "iput*", "simple_*"}
+	seen := map[string]bool{exclude: true}
+	var out []*symbols.Func
+	for _, g := range globs {
+		res, err := k.Resolve([]string{g}, nil, symbols.ModeFentry, 0)
+		if err != nil {
+			continue
+		}
+		sort.Slice(res.Funcs, func(i, j int) bool { return res.Funcs[i].Name < res.Funcs[j].Name })
+		for _, f := range res.Funcs {
+			if seen[f.Name] || f.Copies > 1 || f.Skip[symbols.ModeKprobeMulti] != "" || strings.Contains(f.Name, "lock") || strings.Contains(f.Name, "idle") {
+				continue
+			}
+			seen[f.Name] = true
+			out = append(out, f)
+			if len(out) == n {
+				return out, nil
+			}
+		}
+	}
+	if len(out) < n {
+		return out, fmt.Errorf("only %d functions are traceable in both modes here, fewer than N=%d", len(out), n)
+	}
+	return out, nil
+}
+
+func runAttach(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config, r *Report) error {
+	maxN := 0
+	for _, n := range cfg.AttachN {
+		maxN = max(maxN, n)
+	}
+	all, err := candidates(k, maxN, "")
+	if err != nil {
+		return err
+	}
+	spec, err := benchSpec(0, 1)
+	if err != nil {
+		return err
+	}
+	for _, n := range cfg.AttachN {
+		fs := all[:n]
+		for _, mode := range []string{ModeKprobeMulti, ModeFentry, ModeFexit} {
+			row := AttachRow{Mode: mode, N: n, Supported: true}
+			var loadS, attS, detS []float64
+			for run := 0; run < cfg.Runs && row.Supported; run++ {
+				if err := ctx.Err(); err != nil {
+					r.Attach = append(r.Attach, row)
+					return err
+				}
+				cfg.progress("attach cost: %s, N=%d, run %d/%d", mode, n, run+1, cfg.Runs)
+				ld, at, dt, info, err := attachOnce(kin, spec, mode, fs)
+				if err != nil {
+					row.Supported, row.Reason = false, reasonOf(err)
+					break
+				}
+				loadS = append(loadS, ms(ld))
+				attS = append(attS, ms(at))
+				detS = append(detS, ms(dt))
+				row.Links, row.Programs, row.Trampolines, row.MemlockB = info.links, info.progs, info.tramps, info.memlock
+			}
+			if row.Supported {
+				row.LoadMs, row.AttachMs, row.DetachMs = NewStat(loadS), NewStat(attS), NewStat(detS)
+			}
+			r.Attach = append(r.Attach, row)
+		}
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+
+type attachInfo struct {
+	links, progs, tramps int
+	memlock              uint64
+}
+
+// attachOnce loads and attaches the counting program of mode to fs, then
+// detaches, timing each phase.
+func attachOnce(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode string, fs []*symbols.Func) (load, att, det time.Duration, info attachInfo, err error) {
+	var progs []*ebpf.Program
+	var links []link.Link
+	cleanup := func() {
+		for _, l := range links {
+			l.Close()
+		}
+		for _, p := range progs {
+			p.Close()
+		}
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	t0 := time.Now()
+	switch mode {
+	case ModeKprobeMulti:
+		p, e := loadOne(spec, "count_kmulti", "", nil)
+		if e != nil {
+			return 0, 0, 0, info, kin.Explain("kprobe.multi", "", e)
+		}
+		progs = append(progs, p)
+		load = time.Since(t0)
+		var addrs []uintptr
+		for _, f := range fs {
+			addrs = append(addrs, uintptr(f.Addr))
+		}
+		t1 := time.Now()
+		l, e := link.KprobeMulti(p, link.KprobeMultiOptions{Addresses: addrs})
+		if e != nil {
+			return 0, 0, 0, info, kin.Explain("kprobe.multi", fmt.Sprintf("%d functions", len(fs)), e)
+		}
+		att = time.Since(t1)
+		links = append(links, l)
+	default:
+		prog := map[string]string{ModeFentry: "count_fentry", ModeFexit: "count_fexit"}[mode]
+		for _, f := range fs {
+			p, e := loadOne(spec, prog, f.BTFName, nil)
+			if e != nil {
+				return 0, 0, 0, info, kin.Explain(mode, f.Display(), e)
+			}
+			progs = append(progs, p)
+		}
+		load = time.Since(t0)
+		t1 := time.Now()
+		for _, p := range progs {
+			l, e := link.AttachTracing(link.TracingOptions{Program: p})
+			if e != nil {
+				return 0, 0, 0, info, kin.Explain(mode, "", e)
+			}
+			links = append(links, l)
+		}
+		att = time.Since(t1)
+		info.tramps = len(fs)
+	}
+	for _, p := range progs {
+		if pi, e := p.Info(); e == nil {
+			if m, ok := pi.Memlock(); ok {
+				info.memlock += m
+			}
+		}
+	}
+	info.links, info.progs = len(links), len(progs)
+	t2 := time.Now()
+	for _, l := range links {
+		l.Close()
+	}
+	det = time.Since(t2)
+	links = nil
+	for _, p := range progs {
+		p.Close()
+	}
+	return load, att, det, info, nil
+}
+
+func runCrowd(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config, r *Report) error {
+	trig, err := NewKernelTrigger(cfg.Batch)
+	if err != nil {
+		for _, kk := range cfg.CrowdK {
+			for _, m := range []string{ModeFentry, ModeKprobeMulti} {
+				r.Crowd = append(r.Crowd, CrowdRow{Mode: m, K: kk, Reason: err.Error()})
+			}
+		}
+		return nil
+	}
+	defer trig.Close()
+	calls := triggeredCalls(trig, cfg.Calls)
+	maxK := 0
+	for _, kk := range cfg.CrowdK {
+		maxK = max(maxK, kk)
+	}
+	others, err := candidates(k, maxK, trig.Target())
+	if err != nil {
+		return err
+	}
+	spec, err := benchSpec(uint32(os.Getpid()), 1)
+	if err != nil {
+		return err
+	}
+	crowdSpec, err := benchSpec(0, 1)
+	if err != nil {
+		return err
+	}
+	for _, kk := range cfg.CrowdK {
+		for _, mode := range []string{ModeFentry, ModeKprobeMulti} {
+			row := CrowdRow{Mode: mode, K: kk, Supported: true}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			cfg.progress("crowded ftrace: %s with K=%d other functions traced", mode, kk)
+			crowd, err := crowdAttach(kin, crowdSpec, mode, others[:kk])
+			if err != nil {
+				row.Supported, row.Reason = false, reasonOf(err)
+				r.Crowd = append(r.Crowd, row)
+				continue
+			}
+			var nsS, ovS []float64
+			for run := -1; run < cfg.Runs && row.Supported; run++ {
+				bt, _ := trig.Run(calls)
+				c, err := attachCounter(kin, spec, mode, trig.Target())
+				if err != nil {
+					row.Supported, row.Reason = false, reasonOf(err)
+					break
+				}
+				c.reset()
+				mt, _ := trig.Run(calls)
+				hits, _ := c.count()
+				row.Misses += int64(calls) - int64(hits)
+				c.Close()
+				if run < 0 {
+					row.Misses = 0
+					continue
+				}
+				b := float64(bt.Nanoseconds()) / float64(calls)
+				v := float64(mt.Nanoseconds()) / float64(calls)
+				nsS = append(nsS, v)
+				ovS = append(ovS, v-b)
+			}
+			crowd()
+			if row.Supported {
+				row.NsPerHit, row.OverheadNs = NewStat(nsS), NewStat(ovS)
+			}
+			r.Crowd = append(r.Crowd, row)
+		}
+	}
+	return nil
+}
+
+// crowdAttach traces fs with counting programs in the same kind of mode
+// (fentry links, or one kprobe.multi link) and returns the detach func.
+func crowdAttach(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode string, fs []*symbols.Func) (func(), error) {
+	if len(fs) == 0 {
+		return func() {}, nil
+	}
+	var progs []*ebpf.Program
+	var links []link.Link
+	done := func() {
+		for _, l := range links {
+			l.Close()
+		}
+		for _, p := range progs {
+			p.Close()
+		}
+	}
+	if mode == ModeKprobeMulti {
+		p, err := loadOne(spec, "count_kmulti", "", nil)
+		if err != nil {
+			return nil, kin.Explain("kprobe.multi", "", err)
+		}
+		progs = append(progs, p)
+		var addrs []uintptr
+		for _, f := range fs {
+			addrs = append(addrs, uintptr(f.Addr))
+		}
+		l, err := link.KprobeMulti(p, link.KprobeMultiOptions{Addresses: addrs})
+		if err != nil {
+			done()
+			return nil, kin.Explain("kprobe.multi", "crowd", err)
+		}
+		links = append(links, l)
+		return done, nil
+	}
+	for _, f := range fs {
+		p, err := loadOne(spec, "count_fentry", f.BTFName, nil)
+		if err != nil {
+			done()
+			return nil, kin.Explain("fentry", f.Display(), err)
+		}
+		progs = append(progs, p)
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			done()
+			return nil, kin.Explain("fentry", f.Display(), err)
+		}
+		links = append(links, l)
+	}
+	return done, nil
+}
+
+func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config, r *Report) error {
+	trig, err := NewKernelTrigger(cfg.Batch)
+	if err != nil {
+		r.Stream = append(r.Stream, StreamRow{Reason: err.Error()})
+		return nil
+	}
+	defer trig.Close()
+	calls := triggeredCalls(trig, cfg.StreamCalls)
+	for _, mode := range []string{attach.ModeFentry, attach.ModeKprobeMulti} {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		cfg.progress("streaming: %s, ringbuf %d bytes, %d calls", mode, cfg.RingbufSize, calls)
+		row := StreamRow{Mode: mode, RingbufBytes: cfg.RingbufSize, Supported: true, Calls: calls}
+		m, err := openTrace(kin, mode, trig.Target(), attach.Filters{TGID: uint32(os.Getpid())}, cfg.RingbufSize, k)
+		if err != nil {
+			row.Supported, row.Reason = false, reasonOf(err)
+			r.Stream = append(r.Stream, row)
+			continue
+		}
+		start := time.Now()
+		trig.Run(calls)
+		// Let the reader drain what the kernel accepted.
+		l, _ := m.t.Losses()
+		want := l.EntryHits + l.ExitHits - l.RingbufDrops
+		for deadline := time.Now().Add(10 * time.Second); m.events.Load() < want && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		el := time.Since(start)
+		row.Delivered = m.events.Load()
+		row.Dropped = l.RingbufDrops
+		row.EventsPerSec = float64(row.Delivered) / el.Seconds()
+		m.close()
+		r.Stream = append(r.Stream, row)
+	}
+	return nil
+}

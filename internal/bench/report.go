@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// WriteText prints the report as aligned tables.
+func (r *Report) WriteText(w io.Writer) {
+	h := r.Header
+	fmt.Fprintf(w, "ftprobe compare: kernel %s %s, %s, %d CPUs, %d runs (median [min..max])\n", h.Release, h.Arch, h.CPU, h.CPUs, h.Runs)
+	var cfg []string
+	for _, k := range sortedKeys(h.Config) {
+		cfg = append(cfg, strings.TrimPrefix(k, "CONFIG_")+"="+h.Config[k])
+	}
+	fmt.Fprintf(w, "config: %s\n", strings.Join(cfg, " "))
+	if h.Warning != "" {
+		fmt.Fprintf(w, "WARNING: %s\n", h.Warning)
+	}
+	if r.Partial {
+		fmt.Fprintf(w, "INTERRUPTED: partial results\n")
+	}
+	if len(r.Hit) > 0 {
+		fmt.Fprintf(w, "\n== hit cost (ns per call of the target; overhead = ns/hit minus the baseline measured just before)\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "trigger\tbody\tmode\tMhits/s\tns/hit\t[min..max]\tns over base\tx fentry\tmisses\t")
+		var notes []string
+		for _, row := range r.Hit {
+			if !row.Supported {
+				notes = append(notes, fmt.Sprintf("%s/%s/%s: %s", row.Trigger, row.Body, row.Mode, row.Reason))
+				fmt.Fprintf(tw, "%s\t%s\t%s\tunsupported [%d]\t\t\t\t\t\t\n", row.Trigger, row.Body, row.Mode, len(notes))
+				continue
+			}
+			ratio, over := "", ""
+			if row.Mode != ModeBaseline {
+				over = fmt.Sprintf("%.1f", row.OverheadNs.Median)
+				if row.RatioFentry > 0 {
+					ratio = fmt.Sprintf("%.2f", row.RatioFentry)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t[%.1f..%.1f]\t%s\t%s\t%d\t\n", row.Trigger, row.Body, row.Mode, row.MHitsPerSec,
+				row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, over, ratio, row.Misses)
+		}
+		tw.Flush()
+		printNotes(w, notes)
+	}
+	if len(r.Attach) > 0 {
+		fmt.Fprintf(w, "\n== attach and detach cost of N functions (ms)\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "mode\tN\tload\tattach\t[min..max]\tdetach\tlinks\tprograms\ttrampolines\tprog memlock\t")
+		var notes []string
+		for _, row := range r.Attach {
+			if !row.Supported {
+				notes = append(notes, fmt.Sprintf("%s N=%d: %s", row.Mode, row.N, row.Reason))
+				fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\t\t\t\t\n", row.Mode, row.N, len(notes))
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t[%.2f..%.2f]\t%.2f\t%d\t%d\t%d\t%d B\t\n", row.Mode, row.N, row.LoadMs.Median, row.AttachMs.Median,
+				row.AttachMs.Min, row.AttachMs.Max, row.DetachMs.Median, row.Links, row.Programs, row.Trampolines, row.MemlockB)
+		}
+		tw.Flush()
+		printNotes(w, notes)
+	}
+	if len(r.Crowd) > 0 {
+		fmt.Fprintf(w, "\n== crowded ftrace: hit cost on the target while K other functions are traced (kernel trigger, empty body)\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "mode\tK\tns/hit\t[min..max]\tns over base\tmisses\t")
+		var notes []string
+		for _, row := range r.Crowd {
+			if !row.Supported {
+				notes = append(notes, fmt.Sprintf("%s K=%d: %s", row.Mode, row.K, row.Reason))
+				fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\n", row.Mode, row.K, len(notes))
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t[%.1f..%.1f]\t%.1f\t%d\t\n", row.Mode, row.K, row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, row.OverheadNs.Median, row.Misses)
+		}
+		tw.Flush()
+		printNotes(w, notes)
+	}
+	if len(r.Stream) > 0 {
+		fmt.Fprintf(w, "\n== streaming: trace program (entry+exit events) through the ringbuf to one reader\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "mode\tringbuf\tcalls\tdelivered\tdropped\tevents/s\t")
+		var notes []string
+		for _, row := range r.Stream {
+			if !row.Supported {
+				notes = append(notes, fmt.Sprintf("%s: %s", row.Mode, row.Reason))
+				fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\n", row.Mode, row.RingbufBytes, len(notes))
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.0f\t\n", row.Mode, row.RingbufBytes, row.Calls, row.Delivered, row.Dropped, row.EventsPerSec)
+		}
+		tw.Flush()
+		printNotes(w, notes)
+	}
+}
+
+// WriteJSON writes the report as one JSON document (schema SchemaID).
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Plot draws ns over baseline by mode (empty body, kernel trigger first)
+// with min-max whiskers, and attach time against N, into path (.svg or
+// .png, by extension).
+func (r *Report) Plot(path string) error {
+	ext := strings.TrimPrefix(filepath.Ext(path), ".")
+	if ext != "svg" && ext != "png" {
+		return fmt.Errorf("--plot %s: want a .svg or .png file", path)
+	}
+	p1 := plot.New()
+	p1.Title.Text = fmt.Sprintf("hit cost over baseline, %s %s%s", r.Header.Release, r.Header.Arch, emu(r.Header.Emulated))
+	p1.Y.Label.Text = "ns per call over baseline (median, min-max)"
+	var names []string
+	var vals plotter.Values
+	var errs plotter.YErrors
+	for _, row := range r.Hit {
+		if row.Mode == ModeBaseline || !row.Supported || row.Body != BodyEmpty || (row.Trigger != r.Hit[0].Trigger) {
+			continue
+		}
+		names = append(names, row.Mode)
+		vals = append(vals, row.OverheadNs.Median)
+		errs = append(errs, struct{ Low, High float64 }{row.OverheadNs.Median - row.OverheadNs.Min, row.OverheadNs.Max - row.OverheadNs.Median})
+	}
+	if len(vals) > 0 {
+		bars, err := plotter.NewBarChart(vals, vg.Points(18))
+		if err != nil {
+			return err
+		}
+		bars.Color = plotutil.Color(0)
+		p1.Add(bars)
+		pts := make(plotter.XYs, len(vals))
+		for i := range vals {
+			pts[i].X, pts[i].Y = float64(i), vals[i]
+		}
+		eb, err := plotter.NewYErrorBars(struct {
+			plotter.XYer
+			plotter.YErrorer
+		}{pts, errs})
+		if err == nil {
+			p1.Add(eb)
+		}
+		p1.NominalX(names...)
+	}
+	p2 := plot.New()
+	p2.Title.Text = "attach time against N"
+	p2.X.Label.Text = "N functions"
+	p2.Y.Label.Text = "attach ms (median)"
+	p2.X.Scale = plot.LogScale{}
+	p2.X.Tick.Marker = plot.LogTicks{}
+	var lines []any
+	for _, mode := range []string{ModeKprobeMulti, ModeFentry, ModeFexit} {
+		var xy plotter.XYs
+		for _, row := range r.Attach {
+			if row.Mode == mode && row.Supported {
+				xy = append(xy, plotter.XY{X: float64(row.N), Y: math.Max(row.AttachMs.Median, 0.001)})
+			}
+		}
+		if len(xy) > 0 {
+			lines = append(lines, mode, xy)
+		}
+	}
+	if len(lines) > 0 {
+		if err := plotutil.AddLinePoints(p2, lines...); err != nil {
+			return err
+		}
+	}
+	img := vg.Length(16) * vg.Centimeter
+	c := vgimgCanvas(ext, 2*img, img)
+	if c == nil {
+		return fmt.Errorf("plot: cannot create %s canvas", ext)
+	}
+	drawTiles(c, []*plot.Plot{p1, p2})
+	return saveCanvas(c, path)
+}
+
+func printNotes(w io.Writer, notes []string) {
+	for i, n := range notes {
+		fmt.Fprintf(w, "  [%d] %s\n", i+1, n)
+	}
+}
+
+func emu(e string) string {
+	if e == "" {
+		return ""
+	}
+	return " (" + e + ", emulated)"
+}
+
+func sortedKeys(m map[string]string) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	for i := range ks {
+		for j := i + 1; j < len(ks); j++ {
+			if ks[j] < ks[i] {
+				ks[i], ks[j] = ks[j], ks[i]
+			}
+		}
+	}
+	return ks
+}
