@@ -67,8 +67,9 @@ extracted without installing.`,
 			if res.Initramfs != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "ftprobe vm: initramfs kept at %s\n", res.Initramfs)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "ftprobe vm: guest %s (%s), exit status %d; initramfs %.1fs, guest command started %.1fs after qemu, total %.1fs\n",
-				res.Release, res.Accel, res.ExitStatus, res.Prepare.Seconds(), res.Boot.Seconds(), res.Total.Seconds())
+			fmt.Fprintf(cmd.ErrOrStderr(), "ftprobe vm: guest %s (%s), exit status %d; initramfs %.2fs, guest command started %.2fs after qemu (guest uptime %.2fs: harness overhead %.2fs), total %.1fs\n",
+				res.Release, res.Accel, res.ExitStatus, res.Prepare.Seconds(), res.Boot.Seconds(), res.KernelUp.Seconds(),
+				(res.Prepare + res.Boot - res.KernelUp).Seconds(), res.Total.Seconds())
 			if res.ExitStatus != 0 {
 				return exitcode.Status(res.ExitStatus)
 			}

@@ -19,7 +19,7 @@ const (
 	// SpecPath is where the host puts the guest command.
 	SpecPath = "/etc/ftprobe/guest.json"
 	// StartMarker starts the console line printed just before the guest
-	// command runs; the rest of the line is the kernel release.
+	// command runs; then come the kernel release and the uptime in seconds.
 	StartMarker = "FTPROBE-GUEST-START: "
 	// ExitMarker starts the console line with the command's exit status.
 	ExitMarker = "FTPROBE-GUEST-EXIT: "
@@ -93,7 +93,8 @@ func run() int {
 	cmd.Env = append([]string{"PATH=/bin:/sbin:/usr/bin", "HOME=/tmp", "TMPDIR=/tmp", "TERM=dumb"}, s.Env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	cmd.Dir = "/"
-	fmt.Printf("%s%s\n", StartMarker, release)
+	up, _ := os.ReadFile("/proc/uptime")
+	fmt.Printf("%s%s %s\n", StartMarker, release, strings.Fields(string(up) + " 0")[0])
 	err = cmd.Run()
 	var ee *exec.ExitError
 	switch {

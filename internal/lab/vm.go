@@ -49,6 +49,7 @@ type Result struct {
 	ExitStatus int           // the guest command's exit status
 	Accel      string        // accelerator actually used
 	Boot       time.Duration // from QEMU start to the guest command start
+	KernelUp   time.Duration // guest uptime when the command started (kernel boot + init)
 	Total      time.Duration // from Run start to QEMU exit
 	Prepare    time.Duration // building the initramfs
 	Initramfs  string        // kept initramfs path (Keep only)
@@ -236,7 +237,15 @@ func (c *Config) boot(ctx context.Context, qemu, initrd, accel string, res *Resu
 			mu.Unlock()
 			if i := strings.Index(l, guest.StartMarker); i >= 0 {
 				res.Boot = time.Since(qstart)
-				res.Release = strings.TrimSpace(l[i+len(guest.StartMarker):])
+				f := strings.Fields(l[i+len(guest.StartMarker):])
+				if len(f) > 0 {
+					res.Release = f[0]
+				}
+				if len(f) > 1 {
+					if up, err := strconv.ParseFloat(f[1], 64); err == nil {
+						res.KernelUp = time.Duration(up * float64(time.Second))
+					}
+				}
 				if pre := l[:i]; pre != "" {
 					fmt.Fprintln(c.Stdout, pre)
 				}
