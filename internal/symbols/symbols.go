@@ -724,3 +724,46 @@ func levenshtein(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// Match returns every function matching patterns minus excludes, with
+// per-mode skip reasons, without deciding a mode (for `ftprobe list`).
+func (k *Kernel) Match(patterns, excludes []string) ([]*Func, error) {
+	var ex []Pattern
+	for _, e := range excludes {
+		p, err := ParsePattern(e)
+		if err != nil {
+			return nil, err
+		}
+		ex = append(ex, p)
+	}
+	seen := map[int]bool{}
+	var out []*Func
+	for _, raw := range patterns {
+		p, err := ParsePattern(raw)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for i, s := range k.Syms {
+			if seen[i] || (p.Module != "" && s.Module != p.Module) || !p.matchName(s.Name) || (p.Addr != 0 && s.Addr != p.Addr) {
+				continue
+			}
+			skip := false
+			for _, e := range ex {
+				if (e.Module == "" || e.Module == s.Module) && e.matchName(s.Name) {
+					skip = true
+				}
+			}
+			if skip {
+				continue
+			}
+			seen[i] = true
+			out = append(out, k.describe(i))
+			n++
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("%w %q: %s", ErrNoMatch, raw, k.suggest(p.Glob))
+		}
+	}
+	return out, nil
+}

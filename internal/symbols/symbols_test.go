@@ -217,3 +217,14 @@ func TestBaseNameDenied(t *testing.T) {
 	assert.Equal(t, "migrate_disable", Denied("migrate_disable"))
 	assert.Equal(t, "", Denied("vfs_read"))
 }
+
+func TestMatchListsEveryMode(t *testing.T) {
+	k := fixtureKernel(t, "arm64", 8)
+	fs, err := k.Match([]string{"show_stat", "ksys_msgctl"}, nil)
+	require.NoError(t, err)
+	require.Len(t, fs, 3)
+	assert.Equal(t, 2, fs[0].Copies)
+	assert.Empty(t, fs[0].Skip[ModeKprobeMulti])
+	assert.Contains(t, fs[2].Skip[ModeFentry], "compiler copy")
+	assert.Empty(t, fs[2].Skip[ModeKprobeMulti])
+}
