@@ -100,7 +100,7 @@ func resolveKernel(ctx context.Context, spec, arch string, cmd *cobra.Command) (
 		}
 		k, err := lab.ResolveDebian(ctx, v, arch, cmd.ErrOrStderr())
 		if err != nil {
-			return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("vm --kernel %s: %w", spec, err))
+			return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("vm: %w", err))
 		}
 		return k, nil
 	}

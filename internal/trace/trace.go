@@ -78,17 +78,23 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	modes := []string{o.Mode}
+	if o.Mode == "" || o.Mode == "auto" {
+		modes = nil
+	} else if o.Mode != attach.ModeFentry && o.Mode != attach.ModeKprobeMulti {
+		return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--mode %q: want auto, fentry or kprobe-multi", o.Mode))
+	}
+	if o.RingbufSize != 0 {
+		if err := attach.ValidateRingbufSize(o.RingbufSize); err != nil {
+			return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--buffer-size: %w", err))
+		}
+	}
 	kin := kfeat.Load()
 	if !kfeat.TracefsMounted() {
 		return nil, exitcode.Wrap(exitcode.Unsupported, symbols.ErrNoTracefs)
 	}
 	if !kfeat.HasTracingCaps() {
 		return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w: needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); run as root", kfeat.ErrPrivilege))
-	}
-	if o.RingbufSize != 0 {
-		if err := attach.ValidateRingbufSize(o.RingbufSize); err != nil {
-			return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--buffer-size: %w", err))
-		}
 	}
 	t0 := time.Now()
 	k := o.Symbols
@@ -101,12 +107,6 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	if o.Verbose {
 		fmt.Fprintf(o.Log, "ftprobe: read %d text symbols from kallsyms and %d available_filter_functions in %s\n", len(k.Syms), len(k.Filter), time.Since(t0).Round(time.Millisecond))
-	}
-	modes := []string{o.Mode}
-	if o.Mode == "" || o.Mode == "auto" {
-		modes = nil
-	} else if o.Mode != attach.ModeFentry && o.Mode != attach.ModeKprobeMulti {
-		return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--mode %q: want auto, fentry or kprobe-multi", o.Mode))
 	}
 	var cmd *exec.Cmd
 	var gate *os.File
