@@ -44,10 +44,13 @@ enum ftp_stat {
 	FTP_STAT_MAX = 8,
 };
 
-/* Per-function flags in `funcs`, filled from BTF in user space. */
+/* Per-function flags in `funcs`, filled from BTF in user space. Bits 8-15
+ * hold the return type's size in bytes (0 = unknown: keep 64 bits). The ABI
+ * leaves the upper bits of a narrower return register unspecified, so they
+ * are masked or sign-extended here. */
 enum ftp_func_flags {
-	FTP_FN_RET_S32 = 1,  /* return type is a 32-bit signed int */
-	FTP_FN_RET_PTR = 2,  /* return type is a pointer (ERR_PTR aware) */
+	FTP_FN_RET_SIGNED = 1, /* signed integer return */
+	FTP_FN_RET_PTR = 2,    /* pointer return (ERR_PTR aware) */
 	FTP_FN_RET_VOID = 4,
 };
 
@@ -88,9 +91,13 @@ struct {
 	__uint(max_entries, 4 << 20);
 } events SEC(".maps");
 
+/* Per-thread stacks. A plain (preallocated) hash, not an LRU: an LRU may
+ * evict a live thread's frames. The entry is deleted when the thread's
+ * outermost traced call returns, so only threads inside traced calls hold
+ * one; when it is full, new threads are counted in FTP_STAT_STACK_FULL. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
 	__type(key, __u32); /* tid */
 	__type(value, struct tstack);
 } stacks SEC(".maps");
@@ -176,7 +183,9 @@ static __always_inline struct tstack *get_stack(__u32 tid)
 	struct tstack *z = bpf_map_lookup_elem(&zero_stack, &zero);
 	if (!z)
 		return 0;
-	bpf_map_update_elem(&stacks, &tid, z, BPF_NOEXIST);
+	if (bpf_map_update_elem(&stacks, &tid, z, BPF_NOEXIST) == 0)
+		return bpf_map_lookup_elem(&stacks, &tid);
+	/* -EEXIST: a nested program on this thread created it meanwhile. */
 	return bpf_map_lookup_elem(&stacks, &tid);
 }
 
@@ -203,22 +212,24 @@ static __always_inline int on_entry(__u32 func_id, __u64 *args, __u8 nargs, __u8
 	__u64 now = bpf_ktime_get_ns();
 	struct tstack *st = get_stack((__u32)pid_tgid);
 	if (!st) {
-		count(FTP_STAT_STACK_FULL);
+		count(FTP_STAT_STACK_FULL); /* stacks map full: no duration for this call */
 		return 0;
 	}
 	__u32 d = st->depth;
-	if (d >= FTP_MAX_DEPTH) {
+	if (d >= FTP_MAX_DEPTH || st->overflow) {
 		st->overflow++;
 		count(FTP_STAT_DEPTH_OVERFLOW);
 		return 0;
 	}
+	/* Claim the slot before filling it, so a nested program (an IRQ on
+	 * this thread running another function's fentry) pushes above it. */
+	st->depth = d + 1;
 	struct frame *f = &st->f[d & (FTP_MAX_DEPTH - 1)];
 	f->ts_ns = now;
 	f->func_id = func_id;
 	f->nargs = nargs;
 	for (int i = 0; i < FTP_MAX_ARGS; i++)
 		f->args[i] = args[i];
-	st->depth = d + 1;
 
 	if (min_duration_ns || errors_only)
 		return 0; /* decided at exit, which carries the arguments */
@@ -244,16 +255,29 @@ static __always_inline __s64 normalize_ret(__u32 func_id, __u64 raw, int *is_err
 {
 	__u32 *fl = bpf_map_lookup_elem(&funcs, &func_id);
 	__u32 flags = fl ? *fl : 0;
+	__u32 size = (flags >> 8) & 0xff;
+	int sign = flags & FTP_FN_RET_SIGNED;
 	__s64 ret = (__s64)raw;
 
-	if (flags & FTP_FN_RET_S32)
-		ret = (__s64)(__s32)raw;
+	switch (size) {
+	case 1:
+		ret = sign ? (__s64)(__s8)raw : (__s64)(__u8)raw;
+		break;
+	case 2:
+		ret = sign ? (__s64)(__s16)raw : (__s64)(__u16)raw;
+		break;
+	case 4:
+		ret = sign ? (__s64)(__s32)raw : (__s64)(__u32)raw;
+		break;
+	}
 	if (flags & FTP_FN_RET_VOID)
 		*is_err = 0;
-	else if (flags & FTP_FN_RET_S32)
+	else if (sign && size > 0 && size < 8)
 		*is_err = ret < 0;
-	else /* long or pointer: IS_ERR_VALUE */
-		*is_err = ret < 0 && ret >= -4095;
+	else if (sign || (flags & FTP_FN_RET_PTR) || size == 0)
+		*is_err = ret < 0 && ret >= -4095; /* IS_ERR_VALUE */
+	else
+		*is_err = 0; /* unsigned */
 	return ret;
 }
 
@@ -276,12 +300,14 @@ static __always_inline int on_exit(__u32 func_id, __u64 raw_ret, __u8 mode)
 		d = st->depth;
 		if (d > FTP_MAX_DEPTH)
 			d = FTP_MAX_DEPTH;
-		if (d > 0 && st->f[(d - 1) & (FTP_MAX_DEPTH - 1)].func_id == func_id) {
-			found = d - 1;
-		} else if (st->overflow > 0) {
-			/* The entry was beyond the stack; it was counted then. */
+		if (st->overflow > 0) {
+			/* Exits pair with the innermost entries first: those were
+			 * beyond the stack and counted at entry. */
 			st->overflow--;
 			return 0;
+		}
+		if (d > 0 && st->f[(d - 1) & (FTP_MAX_DEPTH - 1)].func_id == func_id) {
+			found = d - 1;
 		} else {
 			for (int i = FTP_MAX_DEPTH - 1; i >= 0; i--) {
 				if ((__u32)i < d && st->f[i].func_id == func_id) {
@@ -305,7 +331,20 @@ static __always_inline int on_exit(__u32 func_id, __u64 raw_ret, __u8 mode)
 		count(FTP_STAT_NO_ENTRY);
 	}
 
-	__u64 dur = f ? now - f->ts_ns : 0;
+	__u64 dur = 0;
+	__u64 fargs[FTP_MAX_ARGS] = {};
+	__u8 fnargs = 0;
+	if (f) {
+		dur = now - f->ts_ns;
+		fnargs = f->nargs;
+		for (int i = 0; i < FTP_MAX_ARGS; i++)
+			fargs[i] = f->args[i];
+	}
+	if (st && found == 0 && st->overflow == 0) {
+		/* Outermost call returned: free the thread's slot. */
+		__u32 tid = (__u32)pid_tgid;
+		bpf_map_delete_elem(&stacks, &tid);
+	}
 	if (min_duration_ns && (!f || dur < min_duration_ns))
 		return 0;
 	if (errors_only && !is_err)
@@ -324,9 +363,9 @@ static __always_inline int on_exit(__u32 func_id, __u64 raw_ret, __u8 mode)
 	e->nargs = 0;
 	if (f) {
 		e->flags |= FTP_F_HAS_ARGS;
-		e->nargs = f->nargs;
+		e->nargs = fnargs;
 		for (int i = 0; i < FTP_MAX_ARGS; i++)
-			e->args[i] = f->args[i];
+			e->args[i] = fargs[i];
 	} else {
 		e->flags |= FTP_F_NO_ENTRY;
 		for (int i = 0; i < FTP_MAX_ARGS; i++)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -98,7 +99,11 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 				}
 			}
 			if err != nil {
-				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("compare: %w", err))
+				code := exitcode.Failure
+				if errors.Is(err, bench.ErrBadInput) {
+					code = exitcode.BadInput
+				}
+				return exitcode.Wrap(code, fmt.Errorf("compare: %w", err))
 			}
 			return nil
 		},

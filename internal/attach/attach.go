@@ -77,6 +77,8 @@ type Tracer struct {
 	fork      link.Link
 	multi     []link.Link // kprobe-multi links (entry, exit)
 	closeOnce sync.Once
+	missed    uint64 // kprobe.multi missed runs read at Detach
+
 }
 
 // ValidateRingbufSize checks that n is a power-of-two multiple of the page
@@ -95,7 +97,7 @@ func ValidateRingbufSize(n uint32) error {
 // error explained by kfeat.Info.Explain and leaves nothing attached.
 // Minimum kernel: fentry 5.19 (attach cookies), arm64 6.4 (direct calls);
 // kprobe-multi 5.18 with CONFIG_FPROBE, arm64 6.14.
-func Open(opts Options) (t *Tracer, err error) {
+func Open(opts Options) (_ *Tracer, err error) {
 	if opts.Kernel == nil {
 		opts.Kernel = kfeat.Load()
 	}
@@ -117,29 +119,17 @@ func Open(opts Options) (t *Tracer, err error) {
 	if err := setFilters(spec, opts.Filters); err != nil {
 		return nil, err
 	}
-	t = &Tracer{Mode: opts.Mode}
+	t := &Tracer{Mode: opts.Mode}
 	defer func() {
 		if err != nil {
-			t.Close()
-			t = nil
+			t.Close() // detach and free whatever was attached before the failure
 		}
 	}()
 	if err := spec.LoadAndAssign(&t.maps, nil); err != nil {
 		return nil, opts.Kernel.Explain(opts.Mode, "", fmt.Errorf("create maps: %w", err))
 	}
 	for _, f := range opts.Funcs {
-		var fl uint32
-		if f.Proto != nil {
-			switch f.Proto.RetKind {
-			case symbols.RetS32:
-				fl = 1
-			case symbols.RetPtr:
-				fl = 2
-			case symbols.RetVoid:
-				fl = 4
-			}
-		}
-		if err := t.maps.Funcs.Put(f.ID, fl); err != nil {
+		if err := t.maps.Funcs.Put(f.ID, FuncFlags(f)); err != nil {
 			return nil, fmt.Errorf("funcs map: %w", err)
 		}
 	}
@@ -211,7 +201,7 @@ func setFilters(spec *ebpf.CollectionSpec, f Filters) error {
 }
 
 func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
-	raiseNofile(2*len(opts.Funcs) + 256)
+	raiseNofile(4*len(opts.Funcs) + 256) // 2 programs + 2 links per function
 	type result struct {
 		f     *symbols.Func
 		progs []*ebpf.Program
@@ -238,6 +228,10 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 					at   ebpf.AttachType
 					mode string
 				}{{"ftp_fentry", ebpf.AttachTraceFEntry, "fentry"}, {"ftp_fexit", ebpf.AttachTraceFExit, "fexit"}} {
+					// Entry first: a call in flight when its exit probe
+					// arrives then returns "without entry" only if it
+					// started before the entry probe, which
+					// InFlightAtStart counts, not as a loss.
 					local.Programs[pt.name].AttachTo = f.BTFName
 					prog, err := loadWithMaps(local, pt.name, repl, cache)
 					if err != nil {
@@ -271,10 +265,12 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 		if opts.Progress != nil {
 			opts.Progress(done, len(opts.Funcs))
 		}
-		t.progs = append(t.progs, r.progs...)
 		if r.err != nil {
 			for _, l := range r.links {
 				l.Close()
+			}
+			for _, p := range r.progs {
+				p.Close()
 			}
 			t.Failed = append(t.Failed, Failure{r.f, r.err})
 			if firstUnsupported == nil && (errors.Is(r.err, kfeat.ErrUnsupported) || errors.Is(r.err, kfeat.ErrPrivilege)) {
@@ -282,6 +278,7 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 			}
 			continue
 		}
+		t.progs = append(t.progs, r.progs...)
 		t.links = append(t.links, r.links...)
 		t.Attached = append(t.Attached, r.f)
 	}
@@ -418,6 +415,27 @@ func Bisect(fs []*symbols.Func, try func([]*symbols.Func) (link.Link, error)) (g
 	return good, bad, l, nil
 }
 
+// FuncFlags encodes a function's return type for the BPF side (enum
+// ftp_func_flags in bpf/trace.bpf.c): bit 0 signed, bit 1 pointer, bit 2
+// void, bits 8-15 size in bytes (0 = unknown, keep 64 bits).
+func FuncFlags(f *symbols.Func) uint32 {
+	if f.Proto == nil {
+		return 0
+	}
+	p := f.Proto
+	switch {
+	case p.RetKind == symbols.RetVoid:
+		return 4
+	case p.RetKind == symbols.RetPtr:
+		return 2
+	}
+	fl := p.RetSize << 8
+	if p.RetSigned {
+		fl |= 1
+	}
+	return fl
+}
+
 // Reader opens a ringbuf reader on the events map; the caller closes it.
 func (t *Tracer) Reader() (*ringbuf.Reader, error) {
 	return ringbuf.NewReader(t.maps.Events)
@@ -428,7 +446,9 @@ func (t *Tracer) AddTGID(tgid uint32) error {
 	return t.maps.Tgids.Put(tgid, uint8(1))
 }
 
-// Losses counts everything that was not delivered.
+// Losses counts everything that was not delivered. Calls in flight when
+// the trace started or stopped (NoEntry, OpenAtExit) are reported but are
+// not losses.
 type Losses struct {
 	RingbufDrops   uint64 `json:"ringbuf_drops"`        // bpf_ringbuf_reserve failures (ringbuf full)
 	NoEntry        uint64 `json:"exits_without_entry"`  // exits with no matching entry frame
@@ -444,10 +464,16 @@ type Losses struct {
 	FailedAttaches int    `json:"failed_attaches"`
 }
 
-// Any reports whether anything was lost.
+// Any reports whether anything was lost: ringbuf drops, fprobe missed
+// runs, recursion misses, frames beyond the stack or without a stack slot,
+// and frames unwound without their own exit (a missed exit probe run).
 func (l Losses) Any() bool {
-	return l.RingbufDrops+l.NoEntry+l.DepthOverflow+l.Unwound+l.StackFull+l.KprobeMissed+l.RecursionMiss+l.OpenAtExit > 0
+	return l.RingbufDrops+l.DepthOverflow+l.Unwound+l.StackFull+l.KprobeMissed+l.RecursionMiss > 0
 }
+
+// InFlight is the number of calls that were running when the probes were
+// attached (exits without entry) or detached (entries without exit).
+func (l Losses) InFlight() uint64 { return l.NoEntry + l.OpenAtExit }
 
 // Losses reads the per-CPU counters, link and program miss counts and the
 // frames still open.
@@ -471,16 +497,7 @@ func (t *Tracer) Losses() (Losses, error) {
 	l.StackFull = read(4)
 	l.EntryHits = read(5)
 	l.ExitHits = read(6)
-	for _, ml := range t.multi {
-		if ml == nil {
-			continue
-		}
-		if info, err := ml.Info(); err == nil {
-			if km := info.KprobeMulti(); km != nil {
-				l.KprobeMissed += km.Missed
-			}
-		}
-	}
+	l.KprobeMissed = t.multiMissed()
 	for _, p := range t.progs {
 		if st, err := p.Stats(); err == nil {
 			l.RecursionMiss += st.RecursionMisses
@@ -496,28 +513,81 @@ func (t *Tracer) Losses() (Losses, error) {
 	return l, nil
 }
 
-// Close detaches every link (concurrently for many fentry links) and frees
-// programs and maps. It is safe to call more than once.
+func (t *Tracer) multiMissed() uint64 {
+	var m uint64
+	detached := false
+	for _, ml := range t.multi {
+		if ml == nil {
+			detached = true
+			continue
+		}
+		if info, err := ml.Info(); err == nil {
+			if km := info.KprobeMulti(); km != nil {
+				m += km.Missed
+			}
+		}
+	}
+	if detached || len(t.multi) == 0 {
+		return t.missed
+	}
+	return m
+}
+
+// Detach closes every link (concurrently for many fentry links) so no new
+// event is produced, keeping maps and programs so the ringbuf can be
+// drained and the counters read. kprobe.multi missed counts are read first.
+// Close calls it.
+func (t *Tracer) Detach() {
+	var m uint64
+	for _, ml := range t.multi {
+		if ml == nil {
+			continue
+		}
+		if info, err := ml.Info(); err == nil {
+			if km := info.KprobeMulti(); km != nil {
+				m += km.Missed
+			}
+		}
+	}
+	t.closeLinks()
+	if m > t.missed {
+		t.missed = m
+	}
+}
+
+func (t *Tracer) closeLinks() {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, l := range t.links {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(l link.Link) {
+			defer wg.Done()
+			l.Close()
+			<-sem
+		}(l)
+	}
+	for _, l := range t.multi {
+		if l != nil {
+			l.Close()
+		}
+	}
+	wg.Wait()
+	for i := range t.multi {
+		t.multi[i] = nil
+	}
+	t.links = nil
+	if t.fork != nil {
+		t.fork.Close()
+		t.fork = nil
+	}
+}
+
+// Close detaches every link and frees programs and maps. It is safe to
+// call more than once.
 func (t *Tracer) Close() error {
 	t.closeOnce.Do(func() {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
-		for _, l := range append(append([]link.Link{}, t.multi...), t.links...) {
-			if l == nil {
-				continue
-			}
-			wg.Add(1)
-			sem <- struct{}{}
-			go func(l link.Link) {
-				defer wg.Done()
-				l.Close()
-				<-sem
-			}(l)
-		}
-		wg.Wait()
-		if t.fork != nil {
-			t.fork.Close()
-		}
+		t.closeLinks()
 		for _, p := range t.progs {
 			if p != nil {
 				p.Close()

@@ -119,6 +119,10 @@ type Report struct {
 	Partial bool        `json:"partial,omitempty"` // interrupted
 }
 
+// ErrBadInput marks a configuration the kernel cannot satisfy (N larger
+// than the traceable functions, unknown trigger).
+var ErrBadInput = errors.New("bad input")
+
 // SchemaID names the JSON document format.
 const SchemaID = "ftprobe-compare/v1"
 
@@ -223,10 +227,7 @@ func openTrace(kin *kfeat.Info, mode, target string, filters attach.Filters, rin
 		var rec ringbuf.Record
 		for {
 			if err := rd.ReadInto(&rec); err != nil {
-				if errors.Is(err, ringbuf.ErrClosed) {
-					return
-				}
-				continue
+				return // closed (or broken): the counts say what was delivered
 			}
 			m.events.Add(1)
 		}
@@ -317,7 +318,7 @@ func runHit(ctx context.Context, kin *kfeat.Info, cfg Config, r *Report) error {
 			trig = NewSyscallTrigger()
 			calls = cfg.SyscallCalls
 		default:
-			return fmt.Errorf("unknown trigger %q (want kernel or syscall)", tn)
+			return fmt.Errorf("%w: unknown trigger %q (want kernel or syscall)", ErrBadInput, tn)
 		}
 		calls = triggeredCalls(trig, calls)
 		for _, body := range cfg.Bodies {
@@ -374,7 +375,10 @@ func runHit(ctx context.Context, kin *kfeat.Info, cfg Config, r *Report) error {
 						exp = 0
 					}
 					row.Hits, row.Expected = hits, exp
-					row.Misses += int64(exp) - int64(hits) + int64(missed)
+					// Runs skipped by fprobe or recursion protection are
+					// already absent from hits; missed is not added again.
+					_ = missed
+					row.Misses += int64(exp) - int64(hits)
 				}
 			}
 			trigDone := ctx.Err()
@@ -449,7 +453,7 @@ func candidates(k *symbols.Kernel, n int, exclude string) ([]*symbols.Func, erro
 		}
 	}
 	if len(out) < n {
-		return out, fmt.Errorf("only %d functions are traceable in both modes here, fewer than N=%d", len(out), n)
+		return out, fmt.Errorf("%w: only %d functions are traceable in both modes here, fewer than N=%d", ErrBadInput, len(out), n)
 	}
 	return out, nil
 }

@@ -41,7 +41,8 @@ func Wrap(code int, err error) error {
 // Status returns an error that only sets the exit code.
 func Status(code int) error { return &Error{Code: code, Silent: true} }
 
-// Of returns the exit code for err: the innermost wrapped code, else 1.
+// Of returns the exit code for err: the outermost *Error's code in the
+// chain, else 1.
 func Of(err error) (code int, silent bool) {
 	if err == nil {
 		return OK, true

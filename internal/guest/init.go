@@ -69,6 +69,8 @@ func Init() {
 	unix.Sethostname([]byte("ftprobe-lab"))
 	status := run()
 	fmt.Printf("\n%s%d\n", ExitMarker, status)
+	// Wait until the UART has sent the marker before powering off.
+	unix.IoctlSetInt(1, unix.TCSBRK, 1)
 	unix.Sync()
 	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
 	unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART)

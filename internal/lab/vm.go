@@ -217,14 +217,18 @@ func (c *Config) boot(ctx context.Context, qemu, initrd, accel string, res *Resu
 			}
 			fmt.Fprintln(c.Stderr, "qemu: "+l)
 		}
+		io.Copy(io.Discard, stderr) // keep QEMU from blocking on an overlong line
 	}()
 	go func() {
 		defer wg.Done()
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		br := bufio.NewReaderSize(stdout, 64<<10)
 		first := true
-		for sc.Scan() {
-			l := strings.TrimRight(sc.Text(), "\r")
+		for {
+			raw, rerr := br.ReadString('\n')
+			if raw == "" && rerr != nil {
+				break
+			}
+			l := strings.TrimRight(raw, "\r\n")
 			if first {
 				first = false
 				sawOutput <- struct{}{}
@@ -280,7 +284,8 @@ func (c *Config) boot(ctx context.Context, qemu, initrd, accel string, res *Resu
 		noOutput = t.C
 	}
 	var werr error
-	timedOut := false
+	timedOut, interrupted := false, false
+	ctxDone := ctx.Done()
 loop:
 	for {
 		select {
@@ -293,8 +298,10 @@ loop:
 			kvmBroken = true
 			mu.Unlock()
 			kill()
-		case <-ctx.Done():
-			timedOut = true
+		case <-ctxDone:
+			ctxDone = nil
+			timedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
+			interrupted = !timedOut
 			kill()
 		}
 	}
@@ -302,6 +309,9 @@ loop:
 	defer mu.Unlock()
 	if kvmBroken {
 		return errKVMBroken
+	}
+	if interrupted {
+		return fmt.Errorf("interrupted; last console lines:\n%s", strings.Join(tail, "\n"))
 	}
 	if timedOut {
 		return fmt.Errorf("%w (--timeout %s, kernel %s); last console lines:\n%s", ErrTimeout, timeout, c.Kernel, strings.Join(tail, "\n"))

@@ -151,6 +151,8 @@ type Proto struct {
 	Params        []Param
 	Ret           string // C type of the return value
 	RetKind       RetKind
+	RetSize       uint32 // bytes of the return type (0 unknown or void)
+	RetSigned     bool
 	Varargs       bool
 	StructByValue string // first parameter passed by value as a struct/union
 }
@@ -210,7 +212,9 @@ func ProtoFromBTF(fn *btf.Func) (*Proto, error) {
 		p.Params = append(p.Params, q)
 	}
 	p.Ret = cType(fp.Return)
-	switch k, sz := classify(fp.Return); {
+	k0, sz0 := classify(fp.Return)
+	p.RetSize, p.RetSigned = sz0, k0 == ArgInt || k0 == ArgEnum
+	switch k, sz := k0, sz0; {
 	case fp.Return == nil || isVoid(fp.Return):
 		p.RetKind = RetVoid
 		p.Ret = "void"

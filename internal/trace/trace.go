@@ -147,18 +147,33 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	defer rd.Close()
 
 	cmdDone := make(chan error, 1)
+	cmdExited := false
+	var cmdErr error
 	if len(o.Command) > 0 {
 		cmd, gate, err = startGated(o)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.BadInput, err)
 		}
+		go func() { cmdDone <- cmd.Wait() }()
+		// Whatever happens from here on, the command does not outlive the trace.
+		defer func() {
+			if !cmdExited {
+				cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case cmdErr = <-cmdDone:
+				case <-time.After(2 * time.Second):
+					cmd.Process.Kill()
+					cmdErr = <-cmdDone
+				}
+				cmdExited = true
+			}
+		}()
 		if err := tracer.AddTGID(uint32(cmd.Process.Pid)); err != nil {
-			cmd.Process.Kill()
+			gate.Close()
 			return nil, fmt.Errorf("trace: filter command: %w", err)
 		}
 		gate.Write([]byte{1})
 		gate.Close()
-		go func() { cmdDone <- cmd.Wait() }()
 	}
 	if o.Ready != nil {
 		o.Ready()
@@ -174,70 +189,98 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		text = &events.Text{Table: table}
 	}
 	var (
-		rec  ringbuf.Record
-		ev   bpfobj.TraceEvent
-		buf  []byte
-		stop = false
+		rec       ringbuf.Record
+		ev        bpfobj.TraceEvent
+		buf       []byte
+		countDone bool
+		stopped   bool // ftprobe ended the trace (signal, --duration, --count)
 	)
 	var deadline time.Time
 	if o.Duration > 0 {
 		deadline = start.Add(o.Duration)
 	}
-	cmdExited := false
-	var cmdErr error
-	for !stop {
+	// shouldStop polls every stop condition without blocking.
+	shouldStop := func() bool {
 		select {
 		case <-ctx.Done():
-			stop = true
+			stopped = true
+			return true
 		case cmdErr = <-cmdDone:
 			cmdExited = true
-			stop = true
+			return true
 		default:
 		}
 		if !deadline.IsZero() && time.Now().After(deadline) {
-			stop = true
+			stopped = true
+			return true
 		}
-		if stop {
-			// Drain what is already in the ringbuf.
-			rd.SetDeadline(time.Now())
+		return false
+	}
+	// handle decodes and writes one record; it reports --count reached.
+	handle := func() (bool, error) {
+		if err := events.Decode(rec.RawSample, &ev); err != nil {
+			return false, err
+		}
+		sum.Events++
+		if ev.Kind == events.KindEntry {
+			sum.Entries++
 		} else {
-			rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
+			sum.Exits++
+			sum.PerFunction[table.FuncName(ev.FuncId)]++
 		}
-		for {
+		buf = buf[:0]
+		if js != nil {
+			buf = js.Append(buf, &ev)
+		} else {
+			buf = text.Append(buf, &ev)
+		}
+		if _, err := w.Write(buf); err != nil {
+			return false, fmt.Errorf("write events: %w", err)
+		}
+		return o.Count > 0 && sum.Events >= uint64(o.Count), nil
+	}
+	for !countDone && !shouldStop() {
+		rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
+		for n := 1; ; n++ {
 			err := rd.ReadInto(&rec)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
 			if err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					break
-				}
-				if errors.Is(err, ringbuf.ErrClosed) {
-					stop = true
-					break
-				}
 				return nil, fmt.Errorf("ringbuf read: %w", err)
 			}
-			if err := events.Decode(rec.RawSample, &ev); err != nil {
-				return nil, err
+			if countDone, err = handle(); err != nil {
+				return nil, exitcode.Wrap(exitcode.Failure, err)
 			}
-			sum.Events++
-			if ev.Kind == events.KindEntry {
-				sum.Entries++
-			} else {
-				sum.Exits++
-				sum.PerFunction[table.FuncName(ev.FuncId)]++
-			}
-			buf = buf[:0]
-			if js != nil {
-				buf = js.Append(buf, &ev)
-			} else {
-				buf = text.Append(buf, &ev)
-			}
-			w.Write(buf)
-			if o.Count > 0 && sum.Events >= uint64(o.Count) {
-				stop = true
+			// A busy ring never runs dry: poll the stop conditions anyway.
+			if countDone || (n%256 == 0 && shouldStop()) {
 				break
 			}
 		}
-		w.Flush()
+		if err := w.Flush(); err != nil {
+			return nil, exitcode.Wrap(exitcode.Failure, fmt.Errorf("write events: %w", err))
+		}
+		if stopped || cmdExited {
+			break
+		}
+	}
+	if countDone {
+		stopped = true
+	}
+	// Detach first so nothing new arrives, then drain what the kernel
+	// already accepted (unless --count was reached), then read the counters.
+	tracer.Detach()
+	if !countDone {
+		rd.SetDeadline(time.Now())
+		for {
+			err := rd.ReadInto(&rec)
+			if err != nil {
+				break
+			}
+			if _, err := handle(); err != nil {
+				return nil, exitcode.Wrap(exitcode.Failure, err)
+			}
+		}
 	}
 	if cmd != nil && !cmdExited {
 		cmd.Process.Signal(syscall.SIGTERM)
@@ -247,23 +290,26 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			cmd.Process.Kill()
 			cmdErr = <-cmdDone
 		}
+		cmdExited = true
 	}
 	sum.Elapsed = time.Since(start)
 	sum.Losses, _ = tracer.Losses()
 	sum.Losses.SkippedFuncs = len(res.Skipped)
-	if cmd != nil {
+	if cmd != nil && !stopped {
 		sum.ExitStatus = exitStatus(cmdErr)
 	}
 	if js != nil {
 		w.Write(appendSummaryJSON(nil, sum))
 	}
-	w.Flush()
-	fmt.Fprintln(o.Log, sum.Line())
-	if o.Strict && sum.Losses.Any() {
-		return sum, exitcode.Wrap(exitcode.Failure, errors.New("trace: events were lost (--strict)"))
+	if err := w.Flush(); err != nil {
+		return sum, exitcode.Wrap(exitcode.Failure, fmt.Errorf("write events: %w", err))
 	}
+	fmt.Fprintln(o.Log, sum.Line())
 	if cmd != nil && sum.ExitStatus != 0 {
 		return sum, exitcode.Status(sum.ExitStatus)
+	}
+	if o.Strict && sum.Losses.Any() {
+		return sum, exitcode.Wrap(exitcode.Failure, errors.New("trace: events were lost (--strict)"))
 	}
 	return sum, nil
 }
@@ -383,7 +429,10 @@ func ExecGated(argv []string) error {
 	if err != nil {
 		return exitcode.Wrap(127, fmt.Errorf("command %s: %w", argv[0], err))
 	}
-	return syscall.Exec(path, argv, os.Environ())
+	if err := syscall.Exec(path, argv, os.Environ()); err != nil {
+		return exitcode.Wrap(126, fmt.Errorf("exec %s: %w", path, err))
+	}
+	return nil
 }
 
 func exitStatus(err error) int {
@@ -418,8 +467,10 @@ func (s *Summary) Line() string {
 		add(l.Unwound, "unwound frames")
 		add(l.DepthOverflow, "beyond max depth")
 		add(l.StackFull, "threads without stack slot")
-		add(l.OpenAtExit, "entries without exit")
 		lost = "LOST: " + strings.Join(parts, ", ")
+	}
+	if n := l.InFlight(); n > 0 {
+		lost += fmt.Sprintf(" (%d calls in flight at attach or detach: %d exits without entry, %d entries without exit)", n, l.NoEntry, l.OpenAtExit)
 	}
 	return fmt.Sprintf("ftprobe: %d events (%d entries, %d exits) from %d functions in %s mode in %s; %d skipped, %d failed to attach; %s",
 		s.Events, s.Entries, s.Exits, s.Functions, s.Mode, s.Elapsed.Round(time.Millisecond), s.Skipped, l.FailedAttaches, lost)
