@@ -32,7 +32,7 @@ const RecordSize = int(unsafe.Sizeof(bpfobj.TraceEvent{}))
 // Decode copies a ringbuf sample into e. The sample is the kernel's struct
 // event in native byte order; it returns an error when the size differs.
 func Decode(sample []byte, e *bpfobj.TraceEvent) error {
-	if len(sample) < RecordSize {
+	if len(sample) != RecordSize {
 		return fmt.Errorf("event record of %d bytes, want %d", len(sample), RecordSize)
 	}
 	*e = *(*bpfobj.TraceEvent)(unsafe.Pointer(&sample[0]))
@@ -79,7 +79,9 @@ func AppendArgs(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {
 	b = append(b, '(')
 	n := int(e.Nargs)
 	var params []symbols.Param
-	if f != nil && f.Proto != nil {
+	// A struct passed by value can take two argument registers, which
+	// shifts every later parameter: show raw registers then.
+	if f != nil && f.Proto != nil && f.Proto.StructByValue == "" {
 		params = f.Proto.Params
 		n = min(len(params), 6)
 	}
@@ -100,7 +102,7 @@ func AppendArgs(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {
 			b = strconv.AppendUint(b, v, 16)
 		}
 	}
-	if f != nil && f.Proto != nil && len(params) > 6 {
+	if len(params) > 6 {
 		b = append(b, ", ..."...)
 	}
 	return append(b, ')')

@@ -311,9 +311,13 @@ type Func struct {
 	Skip map[string]string
 }
 
-// Display is the name with module and, for copies, the address.
+// Display is the name with module and, for a name with several copies,
+// the address (name@0xADDR), as patterns accept it.
 func (f *Func) Display() string {
 	s := f.Name
+	if f.Copies > 1 {
+		s += fmt.Sprintf("@%#x", f.Addr)
+	}
 	if f.Module != "" {
 		s += " [" + f.Module + "]"
 	}
