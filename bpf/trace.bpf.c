@@ -143,6 +143,15 @@ volatile const __u8 errors_only = 0;
 /* Keeps struct event in BTF for bpf2go -type. */
 const struct event *unused_event __attribute__((unused));
 
+/* Index into a thread's frames, masked in a way clang cannot optimize
+ * away: when it knows the value is in range it drops a C mask, and older
+ * verifiers (6.12) then lose the bound across 32-bit arithmetic. */
+#define FTP_SLOT(x) ({                                                   \
+	__u64 __v = (__u64)(x);                                          \
+	asm volatile("%[v] &= %[m]" : [v] "+r"(__v) : [m] "i"(FTP_MAX_DEPTH - 1)); \
+	__v;                                                             \
+})
+
 static __always_inline void count(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
@@ -224,7 +233,7 @@ static __always_inline int on_entry(__u32 func_id, __u64 *args, __u8 nargs, __u8
 	/* Claim the slot before filling it, so a nested program (an IRQ on
 	 * this thread running another function's fentry) pushes above it. */
 	st->depth = d + 1;
-	struct frame *f = &st->f[d & (FTP_MAX_DEPTH - 1)];
+	struct frame *f = &st->f[FTP_SLOT(d)];
 	f->ts_ns = now;
 	f->func_id = func_id;
 	f->nargs = nargs;
@@ -306,20 +315,22 @@ static __always_inline int on_exit(__u32 func_id, __u64 raw_ret, __u8 mode)
 			st->overflow--;
 			return 0;
 		}
-		if (d > 0 && st->f[(d - 1) & (FTP_MAX_DEPTH - 1)].func_id == func_id) {
+		if (d > 0 && st->f[FTP_SLOT(d - 1)].func_id == func_id) {
 			found = d - 1;
 		} else {
+			/* Unrolled with masked indexes: older verifiers (6.12)
+			 * lose the loop variable's bounds otherwise. */
+#pragma clang loop unroll(full)
 			for (int i = FTP_MAX_DEPTH - 1; i >= 0; i--) {
-				if ((__u32)i < d && st->f[i].func_id == func_id) {
+				if (found < 0 && (__u32)i < d &&
+				    st->f[FTP_SLOT(i)].func_id == func_id)
 					found = i;
-					break;
-				}
 			}
 		}
 	}
 
 	if (found >= 0 && st) {
-		f = &st->f[found & (FTP_MAX_DEPTH - 1)];
+		f = &st->f[FTP_SLOT(found)];
 		if (d - 1 > (__u32)found) {
 			/* Inner frames whose exits were never seen (missed runs). */
 			__u64 *v = bpf_map_lookup_elem(&stats, &(__u32){FTP_STAT_UNWOUND});

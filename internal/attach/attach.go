@@ -321,7 +321,7 @@ func (t *Tracer) openKprobeMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 		Exit  *ebpf.Program `ebpf:"ftp_kretmulti"`
 	}
 	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		return opts.Kernel.Explain("kprobe.multi", "", err)
+		return opts.Kernel.Explain("kprobe.multi", describeFuncs(opts.Funcs), err)
 	}
 	t.progs = append(t.progs, p.Entry, p.Exit)
 	attach := opts.AttachMulti

@@ -3,6 +3,7 @@ package kfeat
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -30,6 +31,23 @@ func (in *Info) Reason(mode string, err error) (string, error) {
 	name := ""
 	if hasErrno {
 		name = errnoName(errno)
+	}
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) && !(hasErrno && errno == unix.EPERM) {
+		if os.Getenv("FTPROBE_VERIFIER_LOG") != "" {
+			fmt.Fprintf(os.Stderr, "%+v\n", ve)
+		}
+		last := ""
+		if n := len(ve.Log); n > 0 {
+			last = strings.TrimSpace(ve.Log[n-1])
+			if n > 1 && strings.Contains(last, "processed") {
+				last = strings.TrimSpace(ve.Log[n-2])
+			}
+		}
+		if strings.Contains(last, "unknown func") || strings.Contains(last, "invalid func") {
+			return "this kernel lacks a BPF helper ftprobe's " + mode + " program needs (" + last + ")", ErrUnsupported
+		}
+		return "the BPF verifier of this kernel rejected ftprobe's " + mode + " program (" + last + "); please report it with `ftprobe features --json`", nil
 	}
 	trampoline := strings.HasPrefix(mode, "fentry") || strings.HasPrefix(mode, "fexit") || strings.HasPrefix(mode, "fsession") || mode == "tp_btf"
 	fprobe := strings.Contains(mode, "multi") || strings.Contains(mode, "session") && !strings.HasPrefix(mode, "fsession")
