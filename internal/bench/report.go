@@ -115,7 +115,12 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // Plot draws ns over baseline by mode (empty body, kernel trigger first)
 // with min-max whiskers, and attach time against N, into path (.svg or
 // .png, by extension).
-func (r *Report) Plot(path string) error {
+func (r *Report) Plot(path string) (err error) {
+	defer func() {
+		if p := recover(); p != nil { // gonum/plot panics on degenerate data
+			err = fmt.Errorf("plot %s: %v", path, p)
+		}
+	}()
 	ext := strings.TrimPrefix(filepath.Ext(path), ".")
 	if ext != "svg" && ext != "png" {
 		return fmt.Errorf("--plot %s: want a .svg or .png file", path)
@@ -158,8 +163,6 @@ func (r *Report) Plot(path string) error {
 	p2.Title.Text = "attach time against N"
 	p2.X.Label.Text = "N functions"
 	p2.Y.Label.Text = "attach ms (median)"
-	p2.X.Scale = plot.LogScale{}
-	p2.X.Tick.Marker = plot.LogTicks{}
 	var lines []any
 	for _, mode := range []string{ModeKprobeMulti, ModeFentry, ModeFexit} {
 		var xy plotter.XYs
@@ -176,6 +179,10 @@ func (r *Report) Plot(path string) error {
 		if err := plotutil.AddLinePoints(p2, lines...); err != nil {
 			return err
 		}
+		p2.X.Scale = plot.LogScale{}
+		p2.X.Tick.Marker = plot.LogTicks{}
+	} else {
+		p2.Title.Text += " (no supported mode)"
 	}
 	img := vg.Length(16) * vg.Centimeter
 	c := vgimgCanvas(ext, 2*img, img)

@@ -156,7 +156,12 @@ func (c *Config) qemuArgs(initrd, accel string) []string {
 		if accel == "kvm" {
 			args = append(args, "-cpu", "host", "-accel", "kvm")
 		} else {
-			args = append(args, "-cpu", "max", "-accel", "tcg")
+			// Single-threaded TCG: with one host thread per vCPU, x86
+			// live text patching (text_poke_bp, e.g. the sched_switch
+			// tracepoint key that fprobe's fgraph enables) raced with
+			// the other vCPU's translated code and oopsed on int3 in
+			// __schedule (amd64 7.3.4, 2026-11-29).
+			args = append(args, "-cpu", "max", "-accel", "tcg,thread=single")
 		}
 	}
 	app := "console=" + console + " quiet panic=-1 oops=panic"
