@@ -61,13 +61,13 @@ func (in *Info) Reason(mode string, err error) (string, error) {
 		}
 		return "program load refused by kernel policy (EPERM with CAP_BPF and CAP_PERFMON held; a sandboxed or hardened kernel)", ErrUnsupported
 	case trampoline && mode != "tp_btf" && in.Arch == "arm64" && !in.AtLeast(6, 4):
-		return fmt.Sprintf("no ftrace direct calls on this arm64 kernel (arm64 gained them in 6.4; this is %d.%d) (%s)", in.Major, in.Minor, name), ErrUnsupported
+		return fmt.Sprintf("no ftrace direct calls on this arm64 kernel (arm64 gained them in 6.4; this is %d.%d)%s", in.Major, in.Minor, paren(name)), ErrUnsupported
 	case trampoline && in.Arch == "arm64" && in.ConfigValue("CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS") == "n":
 		why := "CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS not set"
 		if in.ConfigValue("CONFIG_CFI_CLANG") == "y" && in.ConfigValue("CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS") != "y" {
 			why += " (kCFI builds without CALL_OPS lose direct calls)"
 		}
-		return "no ftrace direct calls on this arm64 kernel: " + why + " (" + name + ")", ErrUnsupported
+		return "no ftrace direct calls on this arm64 kernel: " + why + paren(name), ErrUnsupported
 	case fprobe && in.ConfigValue("CONFIG_FPROBE") == "n":
 		extra := ""
 		if in.Arch == "arm64" && !in.AtLeast(6, 14) {
