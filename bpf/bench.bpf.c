@@ -19,13 +19,13 @@ struct {
 } hits SEC(".maps");
 
 volatile const __u32 batch_iters = 100;
-/* Count only this process (0 = all), so a syscall trigger is not polluted
- * by other processes' calls. */
-volatile const __u32 filter_tgid = 0;
+/* Count only this thread (0 = all): the benchmark's trigger thread, so
+ * other threads' calls of the target do not pollute the exact count. */
+volatile const __u32 filter_tid = 0;
 
 static __always_inline int hit(void)
 {
-	if (filter_tgid && (bpf_get_current_pid_tgid() >> 32) != filter_tgid)
+	if (filter_tid && (__u32)bpf_get_current_pid_tgid() != filter_tid)
 		return 0;
 	__u32 zero = 0;
 	__u64 *v = bpf_map_lookup_elem(&hits, &zero);

@@ -23,6 +23,7 @@ import (
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
 // Hit-cost modes, in report order.
@@ -134,12 +135,12 @@ func (c *counter) missed() uint64 {
 }
 
 // benchSpec returns the counting object with the filters set.
-func benchSpec(tgid uint32, batch uint32) (*ebpf.CollectionSpec, error) {
+func benchSpec(tid uint32, batch uint32) (*ebpf.CollectionSpec, error) {
 	spec, err := bpfobj.LoadBench()
 	if err != nil {
 		return nil, err
 	}
-	if err := spec.Variables["filter_tgid"].Set(tgid); err != nil {
+	if err := spec.Variables["filter_tid"].Set(tid); err != nil {
 		return nil, err
 	}
 	if err := spec.Variables["batch_iters"].Set(batch); err != nil {
@@ -255,15 +256,45 @@ type Trigger interface {
 	Close()
 }
 
+// thread is one locked OS thread that runs every trigger, so the counting
+// programs can filter on its tid and count exactly the triggered calls.
+type thread struct {
+	tid uint32
+	req chan func()
+}
+
+func newThread() *thread {
+	t := &thread{req: make(chan func())}
+	ready := make(chan uint32)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		ready <- uint32(unix.Gettid())
+		for f := range t.req {
+			f()
+		}
+	}()
+	t.tid = <-ready
+	return t
+}
+
+func (t *thread) do(f func()) {
+	done := make(chan struct{})
+	t.req <- func() { f(); close(done) }
+	<-done
+}
+
+func (t *thread) close() { close(t.req) }
+
 type kernelTrigger struct {
 	prog  *ebpf.Program
 	batch int
+	th    *thread
 }
 
 // NewKernelTrigger loads the driver program: each BPF_PROG_TEST_RUN calls
 // bpf_get_numa_node_id() batch times (the method of the kernel's
 // tools/testing/selftests/bpf/benchs/bench_trigger.c). The caller closes it.
-func NewKernelTrigger(batch int) (Trigger, error) {
+func newKernelTrigger(batch int, th *thread) (Trigger, error) {
 	spec, err := benchSpec(0, uint32(batch))
 	if err != nil {
 		return nil, err
@@ -276,7 +307,7 @@ func NewKernelTrigger(batch int) (Trigger, error) {
 		p.Close()
 		return nil, fmt.Errorf("kernel trigger: BPF_PROG_TEST_RUN on raw_tp: %w", err)
 	}
-	return &kernelTrigger{prog: p, batch: batch}, nil
+	return &kernelTrigger{prog: p, batch: batch, th: th}, nil
 }
 
 func (k *kernelTrigger) Name() string   { return TriggerKernel }
@@ -286,41 +317,53 @@ func (k *kernelTrigger) Close()         { k.prog.Close() }
 // Run triggers calls rounded up to whole batches.
 func (k *kernelTrigger) Run(calls int) (time.Duration, error) {
 	runs := (calls + k.batch - 1) / k.batch
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	start := time.Now()
-	for i := 0; i < runs; i++ {
-		if _, err := k.prog.Run(&ebpf.RunOptions{}); err != nil {
-			return 0, err
+	var d time.Duration
+	var err error
+	k.th.do(func() {
+		start := time.Now()
+		for i := 0; i < runs && err == nil; i++ {
+			_, err = k.prog.Run(&ebpf.RunOptions{})
 		}
-	}
-	return time.Since(start), nil
+		d = time.Since(start)
+	})
+	return d, err
 }
 
 func (k *kernelTrigger) Calls(calls int) int { return (calls + k.batch - 1) / k.batch * k.batch }
 
-type syscallTrigger struct{ target string }
+type syscallTrigger struct {
+	target string
+	th     *thread
+}
 
-// NewSyscallTrigger loops getppid(2); probes go on its syscall handler.
-func NewSyscallTrigger() Trigger {
+// newSyscallTrigger loops getppid(2). Probes go on its syscall handler
+// (__arm64_sys_getppid, __x64_sys_getppid) when ftrace can patch it, else on
+// __task_pid_nr_ns, which getppid calls once (x86-64 7.x dispatches
+// syscalls through x64_sys_call, where the handlers are not patchable).
+func newSyscallTrigger(k *symbols.Kernel, th *thread) Trigger {
 	t := "__x64_sys_getppid"
 	if runtime.GOARCH == "arm64" {
 		t = "__arm64_sys_getppid"
 	}
-	return &syscallTrigger{target: t}
+	if k != nil && k.Filter != nil && k.Filter[symbols.FilterKey{Name: t}] == 0 {
+		t = "__task_pid_nr_ns"
+	}
+	return &syscallTrigger{target: t, th: th}
 }
 
 func (s *syscallTrigger) Name() string   { return TriggerSyscall }
 func (s *syscallTrigger) Target() string { return s.target }
 func (s *syscallTrigger) Close()         {}
 func (s *syscallTrigger) Run(calls int) (time.Duration, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	start := time.Now()
-	for i := 0; i < calls; i++ {
-		unix.Getppid()
-	}
-	return time.Since(start), nil
+	var d time.Duration
+	s.th.do(func() {
+		start := time.Now()
+		for i := 0; i < calls; i++ {
+			unix.Getppid()
+		}
+		d = time.Since(start)
+	})
+	return d, nil
 }
 
 func triggeredCalls(t Trigger, calls int) int {

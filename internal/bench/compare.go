@@ -157,18 +157,20 @@ func Run(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config) (*
 	if kin.Emulated != "" {
 		r.Header.Warning = "measured under " + kin.Emulated + ": absolute numbers do not transfer to hardware; compare ratios within this run"
 	}
+	th := newThread()
+	defer th.close()
 	steps := []func() error{}
 	if cfg.has("hit") {
-		steps = append(steps, func() error { return runHit(ctx, kin, cfg, r) })
+		steps = append(steps, func() error { return runHit(ctx, kin, k, th, cfg, r) })
 	}
 	if cfg.has("attach") {
 		steps = append(steps, func() error { return runAttach(ctx, kin, k, cfg, r) })
 	}
 	if cfg.has("crowd") {
-		steps = append(steps, func() error { return runCrowd(ctx, kin, k, cfg, r) })
+		steps = append(steps, func() error { return runCrowd(ctx, kin, k, th, cfg, r) })
 	}
 	if cfg.has("stream") {
-		steps = append(steps, func() error { return runStream(ctx, kin, k, cfg, r) })
+		steps = append(steps, func() error { return runStream(ctx, kin, k, th, cfg, r) })
 	}
 	for _, s := range steps {
 		if err := s(); err != nil {
@@ -271,9 +273,9 @@ func hitModesFor(trigger, body string) []string {
 	return out
 }
 
-func openMode(kin *kfeat.Info, k *symbols.Kernel, trig Trigger, body, mode string, ringbuf uint32) (measured, error) {
+func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body, mode string, ringbuf uint32) (measured, error) {
 	if body == BodyEmpty {
-		spec, err := benchSpec(uint32(os.Getpid()), 1)
+		spec, err := benchSpec(th.tid, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -288,24 +290,21 @@ func openMode(kin *kfeat.Info, k *symbols.Kernel, trig Trigger, body, mode strin
 	if mode == ModeKprobeKret {
 		tm = attach.ModeKprobeMulti
 	}
-	f := attach.Filters{TGID: uint32(os.Getpid())}
+	f := attach.Filters{TID: th.tid}
 	if body == BodyFiltered {
-		f.TGID = 1 // init: never the caller, so every call is rejected in the filter
+		f = attach.Filters{TGID: 1} // init: never the caller, so every call is rejected in the filter
 	}
 	return openTrace(kin, tm, trig.Target(), f, ringbuf, k)
 }
 
-func runHit(ctx context.Context, kin *kfeat.Info, cfg Config, r *Report) error {
-	k, err := symbols.LoadKernel(kin.Arch, kin.MaxTrampolineArgs())
-	if err != nil {
-		return err
-	}
+func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread, cfg Config, r *Report) error {
+	var err error
 	for _, tn := range cfg.Triggers {
 		var trig Trigger
 		calls := cfg.Calls
 		switch tn {
 		case TriggerKernel:
-			trig, err = NewKernelTrigger(cfg.Batch)
+			trig, err = newKernelTrigger(cfg.Batch, th)
 			if err != nil {
 				for _, body := range cfg.Bodies {
 					for _, m := range append([]string{ModeBaseline}, hitModesFor(tn, body)...) {
@@ -315,7 +314,7 @@ func runHit(ctx context.Context, kin *kfeat.Info, cfg Config, r *Report) error {
 				continue
 			}
 		case TriggerSyscall:
-			trig = NewSyscallTrigger()
+			trig = newSyscallTrigger(k, th)
 			calls = cfg.SyscallCalls
 		default:
 			return fmt.Errorf("%w: unknown trigger %q (want kernel or syscall)", ErrBadInput, tn)
@@ -348,7 +347,7 @@ func runHit(ctx context.Context, kin *kfeat.Info, cfg Config, r *Report) error {
 						trig.Close()
 						return fmt.Errorf("%s trigger: %w", tn, err)
 					}
-					mm, err := openMode(kin, k, trig, body, m, cfg.RingbufSize)
+					mm, err := openMode(kin, k, th, trig, body, m, cfg.RingbufSize)
 					if err != nil {
 						row.Supported, row.Reason = false, reasonOf(err)
 						continue
@@ -587,8 +586,8 @@ func attachOnce(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode string, fs []*s
 	return load, att, det, info, nil
 }
 
-func runCrowd(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config, r *Report) error {
-	trig, err := NewKernelTrigger(cfg.Batch)
+func runCrowd(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread, cfg Config, r *Report) error {
+	trig, err := newKernelTrigger(cfg.Batch, th)
 	if err != nil {
 		for _, kk := range cfg.CrowdK {
 			for _, m := range []string{ModeFentry, ModeKprobeMulti} {
@@ -607,7 +606,7 @@ func runCrowd(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Confi
 	if err != nil {
 		return err
 	}
-	spec, err := benchSpec(uint32(os.Getpid()), 1)
+	spec, err := benchSpec(th.tid, 1)
 	if err != nil {
 		return err
 	}
@@ -711,8 +710,8 @@ func crowdAttach(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode string, fs []*
 	return done, nil
 }
 
-func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config, r *Report) error {
-	trig, err := NewKernelTrigger(cfg.Batch)
+func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread, cfg Config, r *Report) error {
+	trig, err := newKernelTrigger(cfg.Batch, th)
 	if err != nil {
 		r.Stream = append(r.Stream, StreamRow{Reason: err.Error()})
 		return nil
@@ -725,7 +724,7 @@ func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Conf
 		}
 		cfg.progress("streaming: %s, ringbuf %d bytes, %d calls", mode, cfg.RingbufSize, calls)
 		row := StreamRow{Mode: mode, RingbufBytes: cfg.RingbufSize, Supported: true, Calls: calls}
-		m, err := openTrace(kin, mode, trig.Target(), attach.Filters{TGID: uint32(os.Getpid())}, cfg.RingbufSize, k)
+		m, err := openTrace(kin, mode, trig.Target(), attach.Filters{TID: th.tid}, cfg.RingbufSize, k)
 		if err != nil {
 			row.Supported, row.Reason = false, reasonOf(err)
 			r.Stream = append(r.Stream, row)

@@ -29,7 +29,7 @@ const (
 	BenchProgTriggerDriver  = "trigger_driver"
 	BenchVarBatchIters      = "batch_iters"
 	BenchVarFilterSyscallNr = "filter_syscall_nr"
-	BenchVarFilterTgid      = "filter_tgid"
+	BenchVarFilterTid       = "filter_tid"
 )
 
 // LoadBench returns the embedded CollectionSpec for Bench.
@@ -99,7 +99,7 @@ type BenchMapSpecs struct {
 type BenchVariableSpecs struct {
 	BatchIters      *ebpf.VariableSpec `ebpf:"batch_iters"`
 	FilterSyscallNr *ebpf.VariableSpec `ebpf:"filter_syscall_nr"`
-	FilterTgid      *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	FilterTid       *ebpf.VariableSpec `ebpf:"filter_tid"`
 }
 
 // BenchObjects contains all objects after they have been loaded into the kernel.
@@ -137,7 +137,7 @@ func (m *BenchMaps) Close() error {
 type BenchVariables struct {
 	BatchIters      *ebpf.Variable `ebpf:"batch_iters"`
 	FilterSyscallNr *ebpf.Variable `ebpf:"filter_syscall_nr"`
-	FilterTgid      *ebpf.Variable `ebpf:"filter_tgid"`
+	FilterTid       *ebpf.Variable `ebpf:"filter_tid"`
 }
 
 // BenchPrograms contains all programs after they have been loaded into the kernel.
