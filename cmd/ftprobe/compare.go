@@ -22,7 +22,7 @@ func newCompareCmd() *cobra.Command {
 	var (
 		cfg                          bench.Config
 		jsonFile, plotFile, attachNs string
-		crowdKs                      string
+		crowdKs, from                string
 		quiet                        bool
 	)
 	cmd := &cobra.Command{
@@ -59,6 +59,13 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			if plotFile != "" && !strings.HasSuffix(plotFile, ".svg") && !strings.HasSuffix(plotFile, ".png") {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--plot %s: want FILE.svg or FILE.png", plotFile))
 			}
+			if from != "" {
+				rep, err := bench.ReadReport(from)
+				if err != nil {
+					return exitcode.Wrap(exitcode.BadInput, err)
+				}
+				return emitReport(cmd, rep, jsonFile, plotFile)
+			}
 			kin := kfeat.Load()
 			if !kfeat.TracefsMounted() {
 				return exitcode.Wrap(exitcode.Unsupported, symbols.ErrNoTracefs)
@@ -81,21 +88,8 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 				fmt.Fprintln(cmd.ErrOrStderr())
 			}
 			if rep != nil {
-				rep.WriteText(cmd.OutOrStdout())
-				if jsonFile != "" {
-					f, ferr := os.Create(jsonFile)
-					if ferr != nil {
-						return exitcode.Wrap(exitcode.BadInput, ferr)
-					}
-					if werr := rep.WriteJSON(f); werr != nil {
-						return werr
-					}
-					f.Close()
-				}
-				if plotFile != "" {
-					if perr := rep.Plot(plotFile); perr != nil {
-						return fmt.Errorf("plot: %w", perr)
-					}
+				if eerr := emitReport(cmd, rep, jsonFile, plotFile); eerr != nil {
+					return eerr
 				}
 			}
 			if err != nil {
@@ -120,10 +114,40 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 	f.StringVar(&crowdKs, "crowd-k", "0,10,100", "crowd scenario: numbers of other traced functions")
 	f.Uint32Var(&cfg.RingbufSize, "buffer-size", 4<<20, "ringbuf bytes for trace bodies and streaming")
 	f.IntVar(&cfg.StreamCalls, "stream-calls", 200000, "calls in the streaming scenario")
-	f.StringVar(&jsonFile, "json", "", "write the report as JSON (schema ftprobe-compare/v1, raw samples included)")
+	f.StringVar(&jsonFile, "json", "", "write the report as JSON to FILE (schema ftprobe-compare/v1, raw samples included); - prints it instead of the table")
+	f.StringVar(&from, "from", "", "render a saved JSON report (table, --plot) instead of measuring")
 	f.StringVar(&plotFile, "plot", "", "draw ns/hit by mode and attach time against N into FILE.svg or FILE.png")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
+}
+
+func emitReport(cmd *cobra.Command, rep *bench.Report, jsonFile, plotFile string) error {
+	if jsonFile == "-" {
+		if err := rep.WriteJSON(cmd.OutOrStdout()); err != nil {
+			return err
+		}
+	} else {
+		rep.WriteText(cmd.OutOrStdout())
+	}
+	if jsonFile != "" && jsonFile != "-" {
+		f, err := os.Create(jsonFile)
+		if err != nil {
+			return exitcode.Wrap(exitcode.BadInput, err)
+		}
+		if err := rep.WriteJSON(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if plotFile != "" {
+		if err := rep.Plot(plotFile); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+	}
+	return nil
 }
 
 func parseInts(s, flag string) ([]int, error) {

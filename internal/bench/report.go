@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -103,6 +104,27 @@ func (r *Report) WriteText(w io.Writer) {
 		tw.Flush()
 		printNotes(w, notes)
 	}
+}
+
+// ReadReport loads a report written by WriteJSON. Console captures are
+// accepted: text before the first '{' and after the document is ignored.
+func ReadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read report: %w", err)
+	}
+	i := strings.Index(string(b), "{")
+	if i < 0 {
+		return nil, fmt.Errorf("read report %s: no JSON document", path)
+	}
+	var r Report
+	if err := json.NewDecoder(strings.NewReader(string(b[i:]))).Decode(&r); err != nil {
+		return nil, fmt.Errorf("read report %s: %w", path, err)
+	}
+	if r.Schema != SchemaID {
+		return nil, fmt.Errorf("read report %s: schema %q, want %q", path, r.Schema, SchemaID)
+	}
+	return &r, nil
 }
 
 // WriteJSON writes the report as one JSON document (schema SchemaID).
