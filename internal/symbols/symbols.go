@@ -460,6 +460,31 @@ func (p Pattern) matchName(name string) bool {
 	return ok
 }
 
+// matches reports whether symbol s matches p and no exclude.
+func (p Pattern) matches(s Sym, ex []Pattern) bool {
+	if (p.Module != "" && s.Module != p.Module) || !p.matchName(s.Name) || (p.Addr != 0 && s.Addr != p.Addr) {
+		return false
+	}
+	for _, e := range ex {
+		if (e.Module == "" || e.Module == s.Module) && e.matchName(s.Name) {
+			return false
+		}
+	}
+	return true
+}
+
+func parsePatterns(raw []string) ([]Pattern, error) {
+	out := make([]Pattern, 0, len(raw))
+	for _, r := range raw {
+		p, err := ParsePattern(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // Resolution is the outcome of resolving patterns for one mode.
 type Resolution struct {
 	Mode    string
@@ -503,13 +528,9 @@ var (
 // means no limit.
 func (k *Kernel) Resolve(patterns, excludes []string, mode string, maxFuncs int) (*Resolution, error) {
 	res := &Resolution{Mode: mode, Reasons: map[string]int{}}
-	var ex []Pattern
-	for _, e := range excludes {
-		p, err := ParsePattern(e)
-		if err != nil {
-			return nil, err
-		}
-		ex = append(ex, p)
+	ex, err := parsePatterns(excludes)
+	if err != nil {
+		return nil, err
 	}
 	type key struct {
 		name, mod string
@@ -523,19 +544,7 @@ func (k *Kernel) Resolve(patterns, excludes []string, mode string, maxFuncs int)
 		}
 		var matched []*Func
 		for i, s := range k.Syms {
-			if p.Module != "" && s.Module != p.Module {
-				continue
-			}
-			if !p.matchName(s.Name) || (p.Addr != 0 && s.Addr != p.Addr) {
-				continue
-			}
-			excluded := false
-			for _, e := range ex {
-				if (e.Module == "" || e.Module == s.Module) && e.matchName(s.Name) {
-					excluded = true
-				}
-			}
-			if excluded {
+			if !p.matches(s, ex) {
 				continue
 			}
 			kk := key{s.Name, s.Module, s.Addr}
@@ -736,13 +745,9 @@ func levenshtein(a, b string) int {
 // Match returns every function matching patterns minus excludes, with
 // per-mode skip reasons, without deciding a mode (for `ftprobe list`).
 func (k *Kernel) Match(patterns, excludes []string) ([]*Func, error) {
-	var ex []Pattern
-	for _, e := range excludes {
-		p, err := ParsePattern(e)
-		if err != nil {
-			return nil, err
-		}
-		ex = append(ex, p)
+	ex, err := parsePatterns(excludes)
+	if err != nil {
+		return nil, err
 	}
 	seen := map[int]bool{}
 	var out []*Func
@@ -753,16 +758,7 @@ func (k *Kernel) Match(patterns, excludes []string) ([]*Func, error) {
 		}
 		n := 0
 		for i, s := range k.Syms {
-			if seen[i] || (p.Module != "" && s.Module != p.Module) || !p.matchName(s.Name) || (p.Addr != 0 && s.Addr != p.Addr) {
-				continue
-			}
-			skip := false
-			for _, e := range ex {
-				if (e.Module == "" || e.Module == s.Module) && e.matchName(s.Name) {
-					skip = true
-				}
-			}
-			if skip {
+			if seen[i] || !p.matches(s, ex) {
 				continue
 			}
 			seen[i] = true

@@ -149,6 +149,21 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	cmdDone := make(chan error, 1)
 	cmdExited := false
 	var cmdErr error
+	// stopCommand ends a command that is still running: SIGTERM, then
+	// SIGKILL after 2 s, and collects its status.
+	stopCommand := func() {
+		if cmd == nil || cmdExited {
+			return
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case cmdErr = <-cmdDone:
+		case <-time.After(2 * time.Second):
+			cmd.Process.Kill()
+			cmdErr = <-cmdDone
+		}
+		cmdExited = true
+	}
 	if len(o.Command) > 0 {
 		cmd, gate, err = startGated(o)
 		if err != nil {
@@ -156,18 +171,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		}
 		go func() { cmdDone <- cmd.Wait() }()
 		// Whatever happens from here on, the command does not outlive the trace.
-		defer func() {
-			if !cmdExited {
-				cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case cmdErr = <-cmdDone:
-				case <-time.After(2 * time.Second):
-					cmd.Process.Kill()
-					cmdErr = <-cmdDone
-				}
-				cmdExited = true
-			}
-		}()
+		defer stopCommand()
 		if err := tracer.AddTGID(uint32(cmd.Process.Pid)); err != nil {
 			gate.Close()
 			return nil, fmt.Errorf("trace: filter command: %w", err)
@@ -282,16 +286,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			}
 		}
 	}
-	if cmd != nil && !cmdExited {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case cmdErr = <-cmdDone:
-		case <-time.After(2 * time.Second):
-			cmd.Process.Kill()
-			cmdErr = <-cmdDone
-		}
-		cmdExited = true
-	}
+	stopCommand()
 	sum.Elapsed = time.Since(start)
 	sum.Losses, _ = tracer.Losses()
 	sum.Losses.SkippedFuncs = len(res.Skipped)
