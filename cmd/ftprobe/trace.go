@@ -6,7 +6,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/ftprobe/ftprobe/internal/exitcode"
 	"github.com/ftprobe/ftprobe/internal/trace"
@@ -69,6 +71,7 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			o.Progress = attachProgress(cmd)
 			_, err := trace.Run(ctx, o)
 			return err
 		},
@@ -90,6 +93,26 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 	f.BoolVar(&o.Strict, "strict", false, "exit non-zero when any event or probe run was lost")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "print the plan: each function, its prototype, and why any was skipped")
 	return cmd
+}
+
+// attachProgress draws a progress bar on a terminal stderr for attaches of
+// more than 50 functions (one trampoline each in fentry mode).
+func attachProgress(cmd *cobra.Command) func(done, total int) {
+	f, ok := cmd.ErrOrStderr().(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	var bar *progressbar.ProgressBar
+	return func(done, total int) {
+		if total <= 50 {
+			return
+		}
+		if bar == nil {
+			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(f),
+				progressbar.OptionSetDescription("attaching fentry/fexit"), progressbar.OptionClearOnFinish())
+		}
+		bar.Set(done)
+	}
 }
 
 func newInternalExecCmd() *cobra.Command {

@@ -50,6 +50,8 @@ type Options struct {
 	Ready func()
 	// Symbols reuses an already loaded symbol view (tests, repeated runs).
 	Symbols *symbols.Kernel
+	// Progress, when set, is called as fentry functions attach.
+	Progress func(done, total int)
 }
 
 // Summary is the final account of a trace (also written as the last JSON
@@ -123,7 +125,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w", err))
 		}
 		printPlan(o, res)
-		tracer, err = attach.Open(attach.Options{Mode: o.Mode, Funcs: res.Funcs, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin})
+		tracer, err = attach.Open(attach.Options{Mode: o.Mode, Funcs: res.Funcs, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin, Progress: o.Progress})
 	}
 	if err != nil {
 		return nil, classify(err)
@@ -349,7 +351,7 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 			continue
 		}
 		printPlan(o, res)
-		t, err := attach.Open(attach.Options{Mode: m, Funcs: res.Funcs, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin})
+		t, err := attach.Open(attach.Options{Mode: m, Funcs: res.Funcs, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin, Progress: o.Progress})
 		if err == nil {
 			if i == 0 {
 				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions: %s\n", m, len(res.Funcs), why)
