@@ -169,6 +169,21 @@ func AppendRet(b []byte, f *symbols.Func, ret int64) []byte {
 	return strconv.AppendInt(b, ret, 10)
 }
 
+// ErrnoOf returns the errno name ("ENOENT") when ret is an error return of
+// f (negative int, or an error value of a long or pointer), else "".
+func ErrnoOf(f *symbols.Func, ret int64) string {
+	if ret >= 0 || ret < -4095 {
+		return ""
+	}
+	if f != nil && f.Proto != nil && (f.Proto.RetKind == symbols.RetVoid || (f.Proto.RetKind == symbols.RetOther && !f.Proto.RetSigned)) {
+		return ""
+	}
+	if n := unix.ErrnoName(unix.Errno(-ret)); n != "" {
+		return n
+	}
+	return strconv.FormatInt(ret, 10)
+}
+
 func appendErrno(b []byte, ret int64) []byte {
 	if n := unix.ErrnoName(unix.Errno(-ret)); n != "" {
 		b = append(b, '-')

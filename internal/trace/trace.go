@@ -24,6 +24,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/events"
 	"github.com/ftprobe/ftprobe/internal/exitcode"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/stats"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -52,6 +53,9 @@ type Options struct {
 	Symbols *symbols.Kernel
 	// Progress, when set, is called as fentry functions attach.
 	Progress func(done, total int)
+	// Summary prints per-function calls, errors by errno and latency
+	// percentiles at exit; Hist adds log2 latency histograms.
+	Summary, Hist bool
 }
 
 // Summary is the final account of a trace (also written as the last JSON
@@ -222,6 +226,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		}
 		return false
 	}
+	lat := stats.New()
 	// handle decodes and writes one record; it reports --count reached.
 	handle := func() (bool, error) {
 		if err := events.Decode(rec.RawSample, &ev); err != nil {
@@ -232,7 +237,11 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			sum.Entries++
 		} else {
 			sum.Exits++
-			sum.PerFunction[table.FuncName(ev.FuncId)]++
+			name := table.FuncName(ev.FuncId)
+			sum.PerFunction[name]++
+			if ev.Flags&events.FlagNoEntry == 0 {
+				lat.Add(name, ev.DurationNs, events.ErrnoOf(table.Lookup(ev.FuncId), ev.Ret))
+			}
 		}
 		buf = buf[:0]
 		if js != nil {
@@ -300,6 +309,12 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	if err := w.Flush(); err != nil {
 		return sum, exitcode.Wrap(exitcode.Failure, fmt.Errorf("write events: %w", err))
+	}
+	if o.Summary || o.Hist {
+		lat.WriteSummary(o.Log)
+	}
+	if o.Hist {
+		lat.WriteHist(o.Log)
 	}
 	fmt.Fprintln(o.Log, sum.Line())
 	if cmd != nil && sum.ExitStatus != 0 {

@@ -355,7 +355,7 @@ func TestCLITraceCommand(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			needMode(t, e, mode)
-			cmd := exec.Command(bin, "trace", "--mode", mode, "--output", "json", "do_sys_openat2", "--",
+			cmd := exec.Command(bin, "trace", "--mode", mode, "--output", "json", "--hist", "do_sys_openat2", "--",
 				bin, "workload", "openfail", "--path", "/no/such/file", "--count", "5")
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -375,6 +375,8 @@ func TestCLITraceCommand(t *testing.T) {
 				}
 			}
 			assert.GreaterOrEqual(t, fails, 5, "the workload's 5 failing opens")
+			// The summary counts the same calls by errno.
+			assert.Regexp(t, `do_sys_openat2\s+\d+\s+\d+\s+.*ENOENT×\d+`, stderr.String())
 			assert.Len(t, pids, 1, "only the command's process")
 			assert.False(t, pids[int64(os.Getpid())], "not this test process")
 			assertNothingAttached(t)
