@@ -90,6 +90,7 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 	f.IntVar(&o.Count, "count", 0, "stop after N events")
 	f.IntVar(&o.MaxFunctions, "max-functions", 2000, "refuse patterns matching more functions than this")
 	f.Uint32Var(&bufferSize, "buffer-size", 4<<20, "ringbuf size in bytes (power-of-two multiple of the page size)")
+	f.BoolVar(&o.Graph, "graph", false, "text as a call graph per thread (function_graph style): leaf calls folded, durations on exits, markers when threads interleave")
 	f.BoolVar(&o.Summary, "summary", false, "at exit, per function: calls, errors by errno, p50/p90/p99/max latency")
 	f.BoolVar(&o.Hist, "hist", false, "at exit, a log2 latency histogram per function (implies --summary)")
 	f.BoolVar(&o.Strict, "strict", false, "exit non-zero when any event or probe run was lost")

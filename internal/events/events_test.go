@@ -164,3 +164,45 @@ func BenchmarkDecodeJSON(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
 }
+
+func TestGraphFoldsLeavesAndMarksThreads(t *testing.T) {
+	g := &Graph{Table: table}
+	outerIn := sample(KindEntry, 0, 0)
+	innerIn := sample(KindEntry, 1, 1)
+	innerIn.TsNs += 1000
+	innerOut := sample(KindExit, 1, 1)
+	innerOut.DurationNs = 1500
+	innerOut.Ret = -2
+	other := sample(KindExit, 2, 0)
+	other.Tid = 200
+	other.Flags = FlagNoEntry
+	outerOut := sample(KindExit, 0, 0)
+	var b []byte
+	for _, e := range []bpfobj.TraceEvent{outerIn, innerIn, innerOut, other, outerOut} {
+		e := e
+		b = g.Append(b, &e)
+	}
+	b = g.Flush(b)
+	want := "0.000000   1 105/106             |  do_sys_openat2(dfd=-100, filename=0xffffe2a627bc, how=NULL) {\n" +
+		"0.000001   1 105/106     1.500µs |    ext4_file_open [ext4](inode=0xffffffffffffff9c, filp=0xffffe2a627bc) = -ENOENT;\n" +
+		"------ 105/200 workload ------\n" +
+		"0.003066   1 105/200             |  } = 4  /* noproto: no entry recorded */\n" +
+		"------ 105/106 workload ------\n" +
+		"0.003066   1 105/106     3.066ms |  } = 4  /* do_sys_openat2 */\n"
+	assert.Equal(t, want, string(b))
+}
+
+func BenchmarkGraph(b *testing.B) {
+	s := benchSamples()
+	g := &Graph{Table: table}
+	var ev bpfobj.TraceEvent
+	buf := make([]byte, 0, 512)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := Decode(s[i&3], &ev); err != nil {
+			b.Fatal(err)
+		}
+		buf = g.Append(buf[:0], &ev)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+}

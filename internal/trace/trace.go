@@ -53,6 +53,8 @@ type Options struct {
 	Symbols *symbols.Kernel
 	// Progress, when set, is called as fentry functions attach.
 	Progress func(done, total int)
+	// Graph formats text as a call graph (events.Graph).
+	Graph bool
 	// Summary prints per-function calls, errors by errno and latency
 	// percentiles at exit; Hist adds log2 latency histograms.
 	Summary, Hist bool
@@ -193,9 +195,13 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	w := bufio.NewWriterSize(o.Out, 64<<10)
 	var text *events.Text
 	var js *events.JSON
-	if o.Output == "json" {
+	var graph *events.Graph
+	switch {
+	case o.Output == "json":
 		js = &events.JSON{Table: table}
-	} else {
+	case o.Graph:
+		graph = &events.Graph{Table: table}
+	default:
 		text = &events.Text{Table: table}
 	}
 	var (
@@ -244,9 +250,12 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			}
 		}
 		buf = buf[:0]
-		if js != nil {
+		switch {
+		case js != nil:
 			buf = js.Append(buf, &ev)
-		} else {
+		case graph != nil:
+			buf = graph.Append(buf, &ev)
+		default:
 			buf = text.Append(buf, &ev)
 		}
 		if _, err := w.Write(buf); err != nil {
@@ -303,6 +312,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	sum.Losses.SkippedFuncs = len(res.Skipped)
 	if cmd != nil && !stopped {
 		sum.ExitStatus = exitStatus(cmdErr)
+	}
+	if graph != nil {
+		w.Write(graph.Flush(nil))
 	}
 	if js != nil {
 		w.Write(appendSummaryJSON(nil, sum))

@@ -1,0 +1,125 @@
+package events
+
+import (
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
+)
+
+// Graph formats events like ftrace's function_graph tracer: one line per
+// call level, nested by depth per thread, a leaf call (entry directly
+// followed by its exit on the same thread) folded onto one line, the
+// duration on closing lines, a marker line whenever the output switches to
+// another thread, and "no entry recorded" on exits whose entry was not seen:
+//
+//	TIME(s) CPU TGID/TID  DURATION |  do_sys_openat2(dfd=-100, ...) {
+//	TIME(s) CPU TGID/TID  12.100µs |    getname(...) = 0xffff...;
+//	TIME(s) CPU TGID/TID   3.066ms |  } = 4  /* do_sys_openat2 */
+type Graph struct {
+	Table   Table
+	Base    uint64 // timestamp of the first event (ns), set on first use
+	pending map[uint32]bpfobj.TraceEvent
+	lastTid uint32
+}
+
+// Append formats e, possibly holding an entry back to fold it with its
+// exit, and returns b with any completed lines appended.
+func (g *Graph) Append(b []byte, e *bpfobj.TraceEvent) []byte {
+	if g.pending == nil {
+		g.pending = map[uint32]bpfobj.TraceEvent{}
+	}
+	if g.Base == 0 {
+		g.Base = e.TsNs
+	}
+	p, held := g.pending[e.Tid]
+	if e.Kind == KindEntry {
+		if held {
+			b = g.open(b, &p)
+		}
+		g.pending[e.Tid] = *e
+		return b
+	}
+	if held && p.FuncId == e.FuncId && e.Flags&FlagNoEntry == 0 {
+		delete(g.pending, e.Tid)
+		return g.leaf(b, &p, e)
+	}
+	if held {
+		delete(g.pending, e.Tid)
+		b = g.open(b, &p)
+	}
+	return g.close(b, e)
+}
+
+// Flush prints entries still held back (calls that had not returned).
+func (g *Graph) Flush(b []byte) []byte {
+	for tid, p := range g.pending {
+		b = g.open(b, &p)
+		delete(g.pending, tid)
+	}
+	return b
+}
+
+func (g *Graph) prefix(b []byte, e *bpfobj.TraceEvent, dur []byte) []byte {
+	if g.lastTid != 0 && g.lastTid != e.Tid {
+		b = append(b, "------ "...)
+		b = strconv.AppendUint(b, uint64(e.Tgid), 10)
+		b = append(b, '/')
+		b = strconv.AppendUint(b, uint64(e.Tid), 10)
+		b = append(b, ' ')
+		b = append(b, Comm(e)...)
+		b = append(b, " ------\n"...)
+	}
+	g.lastTid = e.Tid
+	b = strconv.AppendFloat(b, float64(e.TsNs-g.Base)/1e9, 'f', 6, 64)
+	b = append(b, ' ')
+	b = appendPad(b, strconv.Itoa(int(e.Cpu)), 3)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(e.Tgid), 10)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, uint64(e.Tid), 10)
+	b = append(b, ' ')
+	for i := utf8.RuneCount(dur); i < 11; i++ {
+		b = append(b, ' ')
+	}
+	b = append(b, dur...)
+	b = append(b, " |  "...)
+	for i := 0; i < int(e.Depth) && i < 32; i++ {
+		b = append(b, "  "...)
+	}
+	return b
+}
+
+func (g *Graph) open(b []byte, e *bpfobj.TraceEvent) []byte {
+	b = g.prefix(b, e, nil)
+	b = append(b, g.Table.FuncName(e.FuncId)...)
+	b = AppendArgs(b, g.Table.Lookup(e.FuncId), e)
+	return append(b, " {\n"...)
+}
+
+func (g *Graph) leaf(b []byte, en, ex *bpfobj.TraceEvent) []byte {
+	f := g.Table.Lookup(en.FuncId)
+	b = g.prefix(b, en, AppendDuration(nil, ex.DurationNs))
+	b = append(b, g.Table.FuncName(en.FuncId)...)
+	b = AppendArgs(b, f, en)
+	b = append(b, " = "...)
+	b = AppendRet(b, f, ex.Ret)
+	return append(b, ";\n"...)
+}
+
+func (g *Graph) close(b []byte, e *bpfobj.TraceEvent) []byte {
+	var dur []byte
+	if e.Flags&FlagNoEntry == 0 {
+		dur = AppendDuration(nil, e.DurationNs)
+	}
+	f := g.Table.Lookup(e.FuncId)
+	b = g.prefix(b, e, dur)
+	b = append(b, "} = "...)
+	b = AppendRet(b, f, e.Ret)
+	b = append(b, "  /* "...)
+	b = append(b, g.Table.FuncName(e.FuncId)...)
+	if e.Flags&FlagNoEntry != 0 {
+		b = append(b, ": no entry recorded"...)
+	}
+	return append(b, " */\n"...)
+}
