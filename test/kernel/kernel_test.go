@@ -647,3 +647,41 @@ func TestCompareCounts(t *testing.T) {
 	assert.Contains(t, string(svg), "<svg")
 	assertNothingAttached(t)
 }
+
+// TestGraphNested: in --graph, vfs_read (a leaf here) is folded inside its
+// parent ksys_read, and --hist counts exactly the calls made.
+func TestGraphNested(t *testing.T) {
+	e := lab(t)
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var out, log bytes.Buffer
+			ctx, cancel := context.WithCancel(context.Background())
+			ready := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				_, err := trace.Run(ctx, trace.Options{
+					Patterns: []string{"ksys_read", "vfs_read"}, Mode: mode, Output: "text", Graph: true, Hist: true,
+					Filters: attach.Filters{TID: uint32(unix.Gettid())}, Out: &out, Log: &log,
+					Ready: func() { close(ready) }, Symbols: e.k,
+				})
+				done <- err
+			}()
+			<-ready
+			_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 4})
+			require.NoError(t, err)
+			time.Sleep(50 * time.Millisecond)
+			cancel()
+			require.NoError(t, <-done)
+			t.Logf("%s%s", out.String(), log.String())
+			assert.Equal(t, 4, strings.Count(out.String(), "|  ksys_read("), "4 open parents")
+			assert.Equal(t, 4, strings.Count(out.String(), "|    vfs_read(file="), "4 nested leaves, one level deeper")
+			assert.Equal(t, 4, strings.Count(out.String(), ") = 1;"), "folded leaves return 1 byte")
+			assert.Equal(t, 4, strings.Count(out.String(), "} = 1  /* ksys_read */"))
+			assert.Regexp(t, `vfs_read\s+4\s+0\s`, log.String(), "summary: 4 calls, 0 errors")
+			assert.Contains(t, log.String(), "vfs_read (4 calls)", "histogram of the same 4 calls")
+		})
+	}
+}
