@@ -54,8 +54,8 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 			if len(o.Patterns) == 0 {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: no function pattern"))
 			}
-			if o.Output != "text" && o.Output != "json" {
-				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--output %q: want text or json", o.Output))
+			if o.Output != "text" && o.Output != "json" && o.Output != "perfetto" {
+				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--output %q: want text, json or perfetto", o.Output))
 			}
 			o.Filters.TGID, o.Filters.TID = pid, tid
 			o.RingbufSize = bufferSize
@@ -79,7 +79,7 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 	f := cmd.Flags()
 	f.StringVar(&o.Mode, "mode", "auto", "auto, fentry or kprobe-multi")
 	f.StringArrayVar(&o.Excludes, "exclude", nil, "remove functions matching GLOB (repeatable)")
-	f.StringVar(&o.Output, "output", "text", "text or json (JSON lines, field names in README)")
+	f.StringVar(&o.Output, "output", "text", "text, json (JSON lines, field names in README) or perfetto (Chrome trace-event JSON for ui.perfetto.dev; use with -o FILE.json)")
 	f.StringVarP(&outFile, "out", "o", "", "write events to FILE")
 	f.Uint32Var(&pid, "pid", 0, "only this process (tgid), filtered in the kernel")
 	f.Uint32Var(&tid, "tid", 0, "only this thread, filtered in the kernel")

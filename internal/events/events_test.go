@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -205,4 +206,45 @@ func BenchmarkGraph(b *testing.B) {
 		buf = g.Append(buf[:0], &ev)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+}
+
+func TestPerfettoTraceEventFormat(t *testing.T) {
+	p := &Perfetto{Table: table}
+	outerIn := sample(KindEntry, 0, 0)
+	inner := sample(KindExit, 1, 1)
+	inner.TsNs = outerIn.TsNs + 2000
+	inner.DurationNs = 1000
+	outer := sample(KindExit, 0, 0)
+	orphan := sample(KindExit, 2, 0)
+	orphan.Flags = FlagNoEntry
+	for _, e := range []bpfobj.TraceEvent{outerIn, inner, outer, orphan} {
+		e := e
+		p.Add(&e)
+	}
+	var b bytes.Buffer
+	_, err := p.WriteTo(&b)
+	require.NoError(t, err)
+	var doc struct {
+		TraceEvents []struct {
+			Name, Ph string
+			Ts, Dur  float64
+			Pid, Tid uint32
+			Args     map[string]any
+		}
+	}
+	require.NoError(t, json.Unmarshal(b.Bytes(), &doc))
+	require.Len(t, doc.TraceEvents, 3, "thread name + 2 slices")
+	assert.Equal(t, "M", doc.TraceEvents[0].Ph)
+	assert.Equal(t, "workload 106", doc.TraceEvents[0].Args["name"])
+	outerS, innerS := doc.TraceEvents[1], doc.TraceEvents[2]
+	assert.Equal(t, "do_sys_openat2", outerS.Name)
+	assert.Equal(t, "X", outerS.Ph)
+	assert.InDelta(t, 1_000_000.0, outerS.Ts, 0.001, "µs")
+	assert.InDelta(t, 3066.0, outerS.Dur, 0.001)
+	assert.Equal(t, "ext4_file_open [ext4]", innerS.Name)
+	assert.LessOrEqual(t, outerS.Ts, innerS.Ts)
+	assert.LessOrEqual(t, innerS.Ts+innerS.Dur, outerS.Ts+outerS.Dur, "child inside parent")
+	assert.Equal(t, "4", outerS.Args["ret"])
+	assert.Equal(t, "fentry", outerS.Args["mode"])
+	assert.Equal(t, 1, p.Skipped)
 }

@@ -34,7 +34,7 @@ type Options struct {
 	Excludes     []string
 	Mode         string // auto, fentry, kprobe-multi
 	Filters      attach.Filters
-	Output       string // text or json
+	Output       string // text, json or perfetto
 	Out          io.Writer
 	Log          io.Writer // plan, notes and summary
 	Verbose      bool
@@ -196,7 +196,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	var text *events.Text
 	var js *events.JSON
 	var graph *events.Graph
+	var perf *events.Perfetto
 	switch {
+	case o.Output == "perfetto":
+		perf = &events.Perfetto{Table: table}
 	case o.Output == "json":
 		js = &events.JSON{Table: table}
 	case o.Graph:
@@ -251,6 +254,8 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		}
 		buf = buf[:0]
 		switch {
+		case perf != nil:
+			perf.Add(&ev)
 		case js != nil:
 			buf = js.Append(buf, &ev)
 		case graph != nil:
@@ -315,6 +320,14 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	if graph != nil {
 		w.Write(graph.Flush(nil))
+	}
+	if perf != nil {
+		if _, err := perf.WriteTo(w); err != nil {
+			return sum, exitcode.Wrap(exitcode.Failure, fmt.Errorf("write perfetto trace: %w", err))
+		}
+		if perf.Skipped > 0 {
+			fmt.Fprintf(o.Log, "ftprobe: perfetto: %d exits without a recorded entry have no slice\n", perf.Skipped)
+		}
 	}
 	if js != nil {
 		w.Write(appendSummaryJSON(nil, sum))

@@ -685,3 +685,61 @@ func TestGraphNested(t *testing.T) {
 		})
 	}
 }
+
+// TestPerfettoExport checks a lab trace exported with --output perfetto
+// against the trace-event format: required fields, slices nested per
+// thread, monotonic start times.
+func TestPerfettoExport(t *testing.T) {
+	e := lab(t)
+	bin := ftprobeBinary(t)
+	mode := attach.ModeFentry
+	if !e.works[mode] {
+		mode = attach.ModeKprobeMulti
+	}
+	needMode(t, e, mode)
+	file := t.TempDir() + "/trace.json"
+	out, err := exec.Command(bin, "trace", "--mode", mode, "--output", "perfetto", "-o", file, "ksys_read", "vfs_read", "--",
+		bin, "workload", "read", "--count", "3").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var doc struct {
+		TraceEvents []struct {
+			Name, Ph string
+			Ts, Dur  *float64
+			Pid, Tid *uint32
+			Args     map[string]any
+		}
+	}
+	require.NoError(t, json.Unmarshal(b, &doc))
+	type span struct{ s, e float64 }
+	open := map[uint32][]span{}
+	last := -1.0
+	slices := 0
+	for _, ev := range doc.TraceEvents {
+		require.NotEmpty(t, ev.Name)
+		require.NotNil(t, ev.Pid)
+		require.NotNil(t, ev.Tid)
+		if ev.Ph == "M" {
+			continue
+		}
+		require.Equal(t, "X", ev.Ph)
+		require.NotNil(t, ev.Ts)
+		require.NotNil(t, ev.Dur)
+		assert.GreaterOrEqual(t, *ev.Ts, last, "monotonic start times")
+		last = *ev.Ts
+		slices++
+		// Each slice ends inside every still-open slice of its thread.
+		st := open[*ev.Tid]
+		for len(st) > 0 && st[len(st)-1].e <= *ev.Ts {
+			st = st[:len(st)-1]
+		}
+		if len(st) > 0 {
+			assert.LessOrEqual(t, *ev.Ts+*ev.Dur, st[len(st)-1].e, "%s nests in its parent", ev.Name)
+		}
+		open[*ev.Tid] = append(st, span{*ev.Ts, *ev.Ts + *ev.Dur})
+		assert.Contains(t, ev.Args, "ret")
+		assert.Equal(t, mode, ev.Args["mode"])
+	}
+	assert.GreaterOrEqual(t, slices, 6, "3 ksys_read + 3 vfs_read of the workload")
+}

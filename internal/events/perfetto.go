@@ -1,0 +1,99 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
+)
+
+// Perfetto collects calls as Chrome trace-event "complete" slices (ph "X"),
+// the JSON format that ui.perfetto.dev and chrome://tracing open: one
+// process per tgid, one track per thread (named by comm), one slice per
+// call with its arguments, return value and attach mode. Timestamps are
+// bpf_ktime_get_ns() in µs. Only exits with a recorded entry make a slice;
+// Skipped counts the others. Reference: "Trace Event Format" (Google,
+// docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
+type Perfetto struct {
+	Table   Table
+	Skipped int
+	slices  []traceEvent
+	threads map[[2]uint32]string
+}
+
+type traceEvent struct {
+	Name string         `json:"name"`
+	Cat  string         `json:"cat,omitempty"`
+	Ph   string         `json:"ph"`
+	Ts   float64        `json:"ts"`
+	Dur  float64        `json:"dur,omitempty"`
+	Pid  uint32         `json:"pid"`
+	Tid  uint32         `json:"tid"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+// Add records e (exits only; entries are carried by their exits).
+func (p *Perfetto) Add(e *bpfobj.TraceEvent) {
+	if p.threads == nil {
+		p.threads = map[[2]uint32]string{}
+	}
+	p.threads[[2]uint32{e.Tgid, e.Tid}] = Comm(e)
+	if e.Kind != KindExit {
+		return
+	}
+	if e.Flags&FlagNoEntry != 0 {
+		p.Skipped++
+		return
+	}
+	f := p.Table.Lookup(e.FuncId)
+	args := map[string]any{
+		"ret":  string(AppendRet(nil, f, e.Ret)),
+		"mode": ModeName(e.Mode),
+		"cpu":  e.Cpu,
+	}
+	if e.Flags&FlagHasArgs != 0 {
+		args["args"] = string(AppendArgs(nil, f, e))
+	}
+	p.slices = append(p.slices, traceEvent{
+		Name: p.Table.FuncName(e.FuncId), Cat: "kernel", Ph: "X",
+		Ts: float64(e.TsNs-e.DurationNs) / 1e3, Dur: float64(e.DurationNs) / 1e3,
+		Pid: e.Tgid, Tid: e.Tid, Args: args,
+	})
+}
+
+// WriteTo writes the trace as one JSON document, slices sorted by start
+// time (parents before children that start at the same time).
+func (p *Perfetto) WriteTo(w io.Writer) (int64, error) {
+	sort.SliceStable(p.slices, func(i, j int) bool {
+		if p.slices[i].Ts != p.slices[j].Ts {
+			return p.slices[i].Ts < p.slices[j].Ts
+		}
+		return p.slices[i].Dur > p.slices[j].Dur
+	})
+	evs := make([]traceEvent, 0, len(p.slices)+len(p.threads))
+	keys := make([][2]uint32, 0, len(p.threads))
+	for k := range p.threads {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0] < keys[j][0] || (keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1]) })
+	for _, k := range keys {
+		evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: k[0], Tid: k[1], Args: map[string]any{"name": fmt.Sprintf("%s %d", p.threads[k], k[1])}})
+	}
+	evs = append(evs, p.slices...)
+	cw := &countWriter{w: w}
+	err := json.NewEncoder(cw).Encode(map[string]any{"traceEvents": evs, "displayTimeUnit": "ns"})
+	return cw.n, err
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
