@@ -27,6 +27,10 @@ import (
 const (
 	ModeFentry      = symbols.ModeFentry      // fentry + fexit, >= 5.5 (x86), 6.4 (arm64)
 	ModeKprobeMulti = symbols.ModeKprobeMulti // kprobe.multi + kretprobe.multi, >= 5.18 with CONFIG_FPROBE (arm64: 6.14)
+	// ModeMixed attaches Options.Funcs with fentry/fexit and
+	// Options.MultiFuncs with kprobe.multi/kretprobe.multi, sharing maps and
+	// the ringbuf: auto mode's per-function fallback.
+	ModeMixed = "fentry+kprobe-multi"
 )
 
 // Event mode values, as the BPF side writes them (enum ftp_mode).
@@ -48,7 +52,8 @@ type Filters struct {
 // Options configure Open.
 type Options struct {
 	Mode        string
-	Funcs       []*symbols.Func // IDs must be 0..len-1
+	Funcs       []*symbols.Func // IDs must be 0..len-1 (with MultiFuncs: 0..len(Funcs)+len(MultiFuncs)-1)
+	MultiFuncs  []*symbols.Func // ModeMixed: the functions for kprobe.multi
 	Filters     Filters
 	RingbufSize uint32 // bytes; a power-of-two multiple of the page size (default 4 MiB)
 	Kernel      *kfeat.Info
@@ -115,7 +120,7 @@ func Open(opts Options) (_ *Tracer, err error) {
 		return nil, fmt.Errorf("load BPF object: %w", err)
 	}
 	spec.Maps["events"].MaxEntries = opts.RingbufSize
-	spec.Maps["funcs"].MaxEntries = uint32(max(len(opts.Funcs), 1))
+	spec.Maps["funcs"].MaxEntries = uint32(max(len(opts.Funcs)+len(opts.MultiFuncs), 1))
 	if err := setFilters(spec, opts.Filters); err != nil {
 		return nil, err
 	}
@@ -128,7 +133,7 @@ func Open(opts Options) (_ *Tracer, err error) {
 	if err := spec.LoadAndAssign(&t.maps, nil); err != nil {
 		return nil, opts.Kernel.Explain(opts.Mode, "", fmt.Errorf("create maps: %w", err))
 	}
-	for _, f := range opts.Funcs {
+	for _, f := range append(append([]*symbols.Func{}, opts.Funcs...), opts.MultiFuncs...) {
 		if err := t.maps.Funcs.Put(f.ID, FuncFlags(f)); err != nil {
 			return nil, fmt.Errorf("funcs map: %w", err)
 		}
@@ -154,6 +159,12 @@ func Open(opts Options) (_ *Tracer, err error) {
 		err = t.openFentry(spec, repl, opts)
 	case ModeKprobeMulti:
 		err = t.openKprobeMulti(spec, repl, opts)
+	case ModeMixed:
+		if err = t.openFentry(spec, repl, opts); err == nil && len(opts.MultiFuncs) > 0 {
+			mo := opts
+			mo.Funcs = opts.MultiFuncs
+			err = t.openKprobeMulti(spec, repl, mo)
+		}
 	default:
 		err = fmt.Errorf("attach: unknown mode %q (want %s or %s)", opts.Mode, ModeFentry, ModeKprobeMulti)
 	}
@@ -350,7 +361,7 @@ func (t *Tracer) openKprobeMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 		return opts.Kernel.Explain("kretprobe.multi", describeFuncs(good), err)
 	}
 	t.multi = append(t.multi, exit)
-	t.Attached = good
+	t.Attached = append(t.Attached, good...)
 	return nil
 }
 

@@ -391,6 +391,14 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 			continue
 		}
 		printPlan(o, res)
+		if m == attach.ModeFentry && len(res.Skipped) > 0 {
+			if t, mres, err := openMixed(k, kin, o, res); err == nil {
+				return t, mres, nil
+			} else if !errors.Is(err, kfeat.ErrUnsupported) {
+				return nil, nil, err
+			}
+			// kprobe.multi is missing: fentry alone, with its skips.
+		}
 		t, err := attach.Open(attach.Options{Mode: m, Funcs: res.Funcs, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin, Progress: o.Progress})
 		if err == nil {
 			if i == 0 {
@@ -411,6 +419,66 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 		return nil, nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w", firstErr))
 	}
 	return nil, nil, firstErr
+}
+
+// openMixed is auto mode's per-function fallback: the functions fentry
+// takes go through trampolines, the ones it cannot take (no BTF, compiler
+// copies, varargs, too many arguments, other copies of a duplicated name)
+// through one kprobe.multi link, said once per reason.
+func openMixed(k *symbols.Kernel, kin *kfeat.Info, o Options, resF *symbols.Resolution) (*attach.Tracer, *symbols.Resolution, error) {
+	resK, err := k.Resolve(o.Patterns, o.Excludes, attach.ModeKprobeMulti, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	type key struct {
+		name, mod string
+		addr      uint64
+	}
+	inF := map[key]bool{}
+	for _, f := range resF.Funcs {
+		inF[key{f.Name, f.Module, f.Addr}] = true
+	}
+	why := map[string]int{}
+	var fs, ms []*symbols.Func
+	for _, f := range resF.Funcs {
+		c := *f
+		c.ID = uint32(len(fs))
+		fs = append(fs, &c)
+	}
+	for _, f := range resK.Funcs {
+		if inF[key{f.Name, f.Module, f.Addr}] {
+			continue
+		}
+		c := *f
+		c.ID = uint32(len(fs) + len(ms))
+		ms = append(ms, &c)
+		r := f.Skip[attach.ModeFentry]
+		if r == "" {
+			r = "another copy of a duplicated name"
+		} else if i := strings.Index(r, " ("); i > 0 {
+			r = r[:i]
+		}
+		why[r]++
+	}
+	if len(ms) == 0 {
+		return nil, nil, fmt.Errorf("%w: nothing for kprobe.multi", kfeat.ErrUnsupported)
+	}
+	if o.MaxFunctions > 0 && len(fs)+len(ms) > o.MaxFunctions {
+		return nil, nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w: %d functions, more than --max-functions %d", symbols.ErrTooMany, len(fs)+len(ms), o.MaxFunctions))
+	}
+	t, err := attach.Open(attach.Options{Mode: attach.ModeMixed, Funcs: fs, MultiFuncs: ms, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin, Progress: o.Progress})
+	if err != nil {
+		return nil, nil, err
+	}
+	var parts []string
+	for r, n := range why {
+		parts = append(parts, fmt.Sprintf("%d %s", n, r))
+	}
+	sort.Strings(parts)
+	fmt.Fprintf(o.Log, "ftprobe: auto mode: %d functions through fentry/fexit (cheaper per call), %d through kprobe.multi because fentry cannot take them: %s\n",
+		len(fs), len(ms), strings.Join(parts, ", "))
+	res := &symbols.Resolution{Mode: attach.ModeMixed, Funcs: append(fs, ms...), Skipped: resK.Skipped, Reasons: resK.Reasons, Notes: resF.Notes}
+	return t, res, nil
 }
 
 func printPlan(o Options, res *symbols.Resolution) {

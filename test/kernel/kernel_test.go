@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -147,6 +148,16 @@ func TestModeExpectations(t *testing.T) {
 // that thread once attached, and returns the JSON events.
 func traceInThread(t *testing.T, mode string, funcs []string, filters attach.Filters, fn func()) ([]map[string]any, *trace.Summary) {
 	t.Helper()
+	return traceInThreadOpts(t, mode, funcs, filters, testLog{t}, fn)
+}
+
+func traceInThreadLog(t *testing.T, mode string, funcs []string, log io.Writer, fn func()) ([]map[string]any, *trace.Summary) {
+	t.Helper()
+	return traceInThreadOpts(t, mode, funcs, attach.Filters{}, log, fn)
+}
+
+func traceInThreadOpts(t *testing.T, mode string, funcs []string, filters attach.Filters, log io.Writer, fn func()) ([]map[string]any, *trace.Summary) {
+	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	tid := uint32(unix.Gettid())
@@ -162,7 +173,7 @@ func traceInThread(t *testing.T, mode string, funcs []string, filters attach.Fil
 		defer close(done)
 		sum, err = trace.Run(ctx, trace.Options{
 			Patterns: funcs, Mode: mode, Filters: filters, Output: "json",
-			Out: &out, Log: testLog{t}, Ready: func() { close(ready) }, Symbols: lab(t).k,
+			Out: &out, Log: log, Ready: func() { close(ready) }, Symbols: lab(t).k,
 		})
 	}()
 	select {
@@ -742,4 +753,32 @@ func TestPerfettoExport(t *testing.T) {
 		assert.Equal(t, mode, ev.Args["mode"])
 	}
 	assert.GreaterOrEqual(t, slices, 6, "3 ksys_read + 3 vfs_read of the workload")
+}
+
+// TestAutoMixed: auto mode sends the functions fentry cannot take (compiler
+// copies such as ksys_msgctl.constprop.0) through kprobe.multi and the rest
+// through trampolines, and says so once per reason.
+func TestAutoMixed(t *testing.T) {
+	e := lab(t)
+	needMode(t, e, attach.ModeFentry)
+	res, err := e.k.Resolve([]string{"ksys_*"}, nil, attach.ModeFentry, 0)
+	require.NoError(t, err)
+	if len(res.Skipped) == 0 {
+		t.Skipf("every ksys_* function takes fentry on %s", e.kin)
+	}
+	var log bytes.Buffer
+	evs, sum := traceInThreadLog(t, "auto", []string{"ksys_*"}, &log, func() {
+		workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 2})
+	})
+	t.Log(log.String())
+	if e.works[attach.ModeKprobeMulti] {
+		assert.Equal(t, attach.ModeMixed, sum.Mode)
+		assert.Contains(t, log.String(), "through kprobe.multi because fentry cannot take them")
+		assert.Contains(t, log.String(), "compiler copy without BTF of its own")
+	} else {
+		assert.Equal(t, attach.ModeFentry, sum.Mode)
+	}
+	reads := filterEvents(evs, "exit", "ksys_read")
+	require.Len(t, reads, 2)
+	assert.Equal(t, "fentry", reads[0]["mode"], "ksys_read itself goes through a trampoline")
 }
