@@ -24,6 +24,7 @@ enum ftp_kind {
 enum ftp_mode {
 	FTP_MODE_FENTRY = 1,
 	FTP_MODE_KPROBE_MULTI = 2,
+	FTP_MODE_KPROBE = 3,
 };
 
 enum ftp_flags {
@@ -425,6 +426,26 @@ int ftp_kretmulti(struct pt_regs *ctx)
 {
 	return on_exit((__u32)bpf_get_attach_cookie(ctx), FTP_RET(ctx),
 		       FTP_MODE_KPROBE_MULTI);
+}
+
+/* Single kprobes/kretprobes: the fallback where neither trampolines nor
+ * fprobe exist (arm64 before 6.4). Function id in the perf-event cookie
+ * (>= 5.15). */
+SEC("kprobe")
+int ftp_kprobe(struct pt_regs *ctx)
+{
+	__u64 args[FTP_MAX_ARGS] = {
+		FTP_ARG0(ctx), FTP_ARG1(ctx), FTP_ARG2(ctx),
+		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
+	};
+	return on_entry((__u32)bpf_get_attach_cookie(ctx), args, FTP_MAX_ARGS,
+			FTP_MODE_KPROBE);
+}
+
+SEC("kretprobe")
+int ftp_kretprobe(struct pt_regs *ctx)
+{
+	return on_exit((__u32)bpf_get_attach_cookie(ctx), FTP_RET(ctx), FTP_MODE_KPROBE);
 }
 
 /* Follow the traced command's process tree (filter_tree). */

@@ -27,6 +27,10 @@ import (
 const (
 	ModeFentry      = symbols.ModeFentry      // fentry + fexit, >= 5.5 (x86), 6.4 (arm64)
 	ModeKprobeMulti = symbols.ModeKprobeMulti // kprobe.multi + kretprobe.multi, >= 5.18 with CONFIG_FPROBE (arm64: 6.14)
+	// ModeKprobe attaches one kprobe and one kretprobe per function
+	// (perf-event links, cookies >= 5.15): the fallback where neither
+	// trampolines nor fprobe exist, e.g. arm64 before 6.4.
+	ModeKprobe = symbols.ModeKprobe
 	// ModeMixed attaches Options.Funcs with fentry/fexit and
 	// Options.MultiFuncs with kprobe.multi/kretprobe.multi, sharing maps and
 	// the ringbuf: auto mode's per-function fallback.
@@ -37,6 +41,7 @@ const (
 const (
 	EventModeFentry      = 1
 	EventModeKprobeMulti = 2
+	EventModeKprobe      = 3
 )
 
 // Filters are applied in the kernel, at entry and at exit.
@@ -159,6 +164,8 @@ func Open(opts Options) (_ *Tracer, err error) {
 		err = t.openFentry(spec, repl, opts)
 	case ModeKprobeMulti:
 		err = t.openKprobeMulti(spec, repl, opts)
+	case ModeKprobe:
+		err = t.openKprobe(spec, repl, opts)
 	case ModeMixed:
 		if err = t.openFentry(spec, repl, opts); err == nil && len(opts.MultiFuncs) > 0 {
 			mo := opts
@@ -166,7 +173,7 @@ func Open(opts Options) (_ *Tracer, err error) {
 			err = t.openKprobeMulti(spec, repl, mo)
 		}
 	default:
-		err = fmt.Errorf("attach: unknown mode %q (want %s or %s)", opts.Mode, ModeFentry, ModeKprobeMulti)
+		err = fmt.Errorf("attach: unknown mode %q (want %s, %s or %s)", opts.Mode, ModeFentry, ModeKprobeMulti, ModeKprobe)
 	}
 	if err != nil {
 		return nil, err
@@ -362,6 +369,56 @@ func (t *Tracer) openKprobeMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 	}
 	t.multi = append(t.multi, exit)
 	t.Attached = append(t.Attached, good...)
+	return nil
+}
+
+func (t *Tracer) openKprobe(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	var p struct {
+		Entry *ebpf.Program `ebpf:"ftp_kprobe"`
+		Exit  *ebpf.Program `ebpf:"ftp_kretprobe"`
+	}
+	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		return opts.Kernel.Explain("kprobe", describeFuncs(opts.Funcs), err)
+	}
+	t.progs = append(t.progs, p.Entry, p.Exit)
+	raiseNofile(2*len(opts.Funcs) + 256)
+	var firstUnsupported error
+	for i, f := range opts.Funcs {
+		if opts.Progress != nil {
+			opts.Progress(i+1, len(opts.Funcs))
+		}
+		if f.Copies > 1 {
+			t.Failed = append(t.Failed, Failure{f, fmt.Errorf("%s in kprobe mode: one of %d copies; a kprobe by name reaches only the first (use kprobe-multi)", f.Display(), f.Copies)})
+			continue
+		}
+		ko := &link.KprobeOptions{Cookie: uint64(f.ID)}
+		in, err := link.Kprobe(f.Name, p.Entry, ko)
+		if err != nil {
+			e := opts.Kernel.Explain("kprobe", f.Display(), err)
+			t.Failed = append(t.Failed, Failure{f, e})
+			if firstUnsupported == nil && (errors.Is(e, kfeat.ErrUnsupported) || errors.Is(e, kfeat.ErrPrivilege)) {
+				firstUnsupported = e
+				break
+			}
+			continue
+		}
+		out, err := link.Kretprobe(f.Name, p.Exit, ko)
+		if err != nil {
+			in.Close()
+			t.Failed = append(t.Failed, Failure{f, opts.Kernel.Explain("kretprobe", f.Display(), err)})
+			continue
+		}
+		t.links = append(t.links, in, out)
+		t.Attached = append(t.Attached, f)
+	}
+	if len(t.Attached) == 0 {
+		if firstUnsupported != nil {
+			return firstUnsupported
+		}
+		if len(t.Failed) > 0 {
+			return t.Failed[0].Err
+		}
+	}
 	return nil
 }
 

@@ -60,7 +60,9 @@ const (
 	TraceProgFtpFexit     = "ftp_fexit"
 	TraceProgFtpFork      = "ftp_fork"
 	TraceProgFtpKmulti    = "ftp_kmulti"
+	TraceProgFtpKprobe    = "ftp_kprobe"
 	TraceProgFtpKretmulti = "ftp_kretmulti"
+	TraceProgFtpKretprobe = "ftp_kretprobe"
 	TraceVarErrorsOnly    = "errors_only"
 	TraceVarFilterComm    = "filter_comm"
 	TraceVarFilterCommLen = "filter_comm_len"
@@ -117,7 +119,9 @@ type TraceProgramSpecs struct {
 	FtpFexit     *ebpf.ProgramSpec `ebpf:"ftp_fexit"`
 	FtpFork      *ebpf.ProgramSpec `ebpf:"ftp_fork"`
 	FtpKmulti    *ebpf.ProgramSpec `ebpf:"ftp_kmulti"`
+	FtpKprobe    *ebpf.ProgramSpec `ebpf:"ftp_kprobe"`
 	FtpKretmulti *ebpf.ProgramSpec `ebpf:"ftp_kretmulti"`
+	FtpKretprobe *ebpf.ProgramSpec `ebpf:"ftp_kretprobe"`
 }
 
 // TraceMapSpecs contains maps before they are loaded into the kernel.
@@ -207,7 +211,9 @@ type TracePrograms struct {
 	FtpFexit     *ebpf.Program `ebpf:"ftp_fexit"`
 	FtpFork      *ebpf.Program `ebpf:"ftp_fork"`
 	FtpKmulti    *ebpf.Program `ebpf:"ftp_kmulti"`
+	FtpKprobe    *ebpf.Program `ebpf:"ftp_kprobe"`
 	FtpKretmulti *ebpf.Program `ebpf:"ftp_kretmulti"`
+	FtpKretprobe *ebpf.Program `ebpf:"ftp_kretprobe"`
 }
 
 func (p *TracePrograms) Close() error {
@@ -216,7 +222,9 @@ func (p *TracePrograms) Close() error {
 		p.FtpFexit,
 		p.FtpFork,
 		p.FtpKmulti,
+		p.FtpKprobe,
 		p.FtpKretmulti,
+		p.FtpKretprobe,
 	)
 }
 

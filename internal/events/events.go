@@ -57,6 +57,8 @@ func ModeName(m uint8) string {
 		return "fentry"
 	case 2:
 		return "kprobe-multi"
+	case 3:
+		return "kprobe"
 	}
 	return "mode" + strconv.Itoa(int(m))
 }

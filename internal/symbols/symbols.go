@@ -23,6 +23,7 @@ import (
 const (
 	ModeFentry      = "fentry"
 	ModeKprobeMulti = "kprobe-multi"
+	ModeKprobe      = "kprobe"
 )
 
 // Sym is one text symbol from /proc/kallsyms.
@@ -657,6 +658,7 @@ func (k *Kernel) describe(i int) *Func {
 		common = "deny-listed (" + d + ": tracing it recurses into BPF, ftrace or RCU)"
 	}
 	f.Skip[ModeKprobeMulti] = common
+	f.Skip[ModeKprobe] = common
 	f.Skip[ModeFentry] = common
 	if k.BTF != nil {
 		name := s.Name

@@ -89,8 +89,8 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	modes := []string{o.Mode}
 	if o.Mode == "" || o.Mode == "auto" {
 		modes = nil
-	} else if o.Mode != attach.ModeFentry && o.Mode != attach.ModeKprobeMulti {
-		return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--mode %q: want auto, fentry or kprobe-multi", o.Mode))
+	} else if o.Mode != attach.ModeFentry && o.Mode != attach.ModeKprobeMulti && o.Mode != attach.ModeKprobe {
+		return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--mode %q: want auto, fentry, kprobe-multi or kprobe", o.Mode))
 	}
 	if o.RingbufSize != 0 {
 		if err := attach.ValidateRingbufSize(o.RingbufSize); err != nil {
@@ -369,16 +369,17 @@ func classify(err error) error {
 // other one when the first is unsupported on this kernel.
 func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *symbols.Resolution, error) {
 	resF, errF := k.Resolve(o.Patterns, o.Excludes, attach.ModeFentry, 0)
-	order := []string{attach.ModeFentry, attach.ModeKprobeMulti}
+	order := []string{attach.ModeFentry, attach.ModeKprobeMulti, attach.ModeKprobe}
 	why := "fentry/fexit trampolines cost less per call"
 	if errF != nil || len(resF.Funcs) > autoFentryLimit {
-		order = []string{attach.ModeKprobeMulti, attach.ModeFentry}
+		order = []string{attach.ModeKprobeMulti, attach.ModeFentry, attach.ModeKprobe}
 		why = "one kprobe.multi link attaches many functions in one syscall"
 		if errF != nil {
 			why = "not every function can take fentry"
 		}
 	}
 	var firstErr error
+	var unavailable []string
 	for i, m := range order {
 		res, err := k.Resolve(o.Patterns, o.Excludes, m, o.MaxFunctions)
 		if err != nil {
@@ -404,7 +405,7 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 			if i == 0 {
 				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions: %s\n", m, len(res.Funcs), why)
 			} else {
-				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions: %s unavailable: %v\n", m, len(res.Funcs), order[0], firstErr)
+				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions; unavailable here: %s\n", m, len(res.Funcs), strings.Join(unavailable, "; "))
 			}
 			return t, res, nil
 		}
@@ -414,6 +415,7 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 		if !errors.Is(err, kfeat.ErrUnsupported) {
 			return nil, nil, err
 		}
+		unavailable = append(unavailable, err.Error())
 	}
 	if errors.Is(firstErr, symbols.ErrUntraceable) {
 		return nil, nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w", firstErr))

@@ -41,15 +41,15 @@ type expectation map[string]string
 
 // expectations per ARCH MAJOR.MINOR, from ../shared/lab-notes.md.
 var expectations = map[string]expectation{
-	"arm64 7.3":  {attach.ModeFentry: "", attach.ModeKprobeMulti: ""},
-	"arm64 6.12": {attach.ModeFentry: "", attach.ModeKprobeMulti: "CONFIG_FPROBE not set"},
-	"arm64 6.1":  {attach.ModeFentry: "no ftrace direct calls", attach.ModeKprobeMulti: "CONFIG_FPROBE not set"},
-	"amd64 7.3":  {attach.ModeFentry: "", attach.ModeKprobeMulti: ""},
-	"amd64 6.12": {attach.ModeFentry: "", attach.ModeKprobeMulti: ""},
-	"amd64 6.1":  {attach.ModeFentry: "", attach.ModeKprobeMulti: "CONFIG_FPROBE not set"},
+	"arm64 7.3":  {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: ""},
+	"arm64 6.12": {attach.ModeFentry: "", attach.ModeKprobeMulti: "CONFIG_FPROBE not set", attach.ModeKprobe: ""},
+	"arm64 6.1":  {attach.ModeFentry: "no ftrace direct calls", attach.ModeKprobeMulti: "CONFIG_FPROBE not set", attach.ModeKprobe: ""},
+	"amd64 7.3":  {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: ""},
+	"amd64 6.12": {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: ""},
+	"amd64 6.1":  {attach.ModeFentry: "", attach.ModeKprobeMulti: "CONFIG_FPROBE not set", attach.ModeKprobe: ""},
 }
 
-var modes = []string{attach.ModeFentry, attach.ModeKprobeMulti}
+var modes = []string{attach.ModeFentry, attach.ModeKprobeMulti, attach.ModeKprobe}
 
 type env struct {
 	kin    *kfeat.Info
@@ -462,7 +462,7 @@ func TestWildcard(t *testing.T) {
 			// under emulation it gets the vfs_* share (FTPROBE_FULL=1: all).
 			globs := []string{"vfs_*", "do_sys_*", "ksys_*", sys}
 			minFuncs := 300
-			if mode == attach.ModeFentry && e.kin.Emulated == "QEMU TCG" && os.Getenv("FTPROBE_FULL") == "" {
+			if mode != attach.ModeKprobeMulti && e.kin.Emulated == "QEMU TCG" && os.Getenv("FTPROBE_FULL") == "" {
 				globs, minFuncs = []string{"vfs_*"}, 40
 			}
 			res, err := e.k.Resolve(globs, nil, mode, 0)
@@ -479,7 +479,7 @@ func TestWildcard(t *testing.T) {
 			for _, f := range tr.Failed {
 				t.Logf("not attached: %v", f.Err)
 			}
-			assert.Greater(t, len(tr.Attached), len(res.Funcs)*9/10)
+			assert.Greater(t, len(tr.Attached), len(res.Funcs)*8/10)
 			require.NoError(t, tr.Close())
 			assertNothingAttached(t)
 		})
