@@ -150,6 +150,7 @@ func (r *Report) Plot(path string) (err error) {
 	p1 := plot.New()
 	p1.Title.Text = fmt.Sprintf("hit cost over baseline, %s %s%s", r.Header.Release, r.Header.Arch, emu(r.Header.Emulated))
 	p1.Y.Label.Text = "ns per call over baseline (median, min-max)"
+	p1.X.Label.Text = "mode (kmulti = kprobe.multi, kret = kretprobe.multi)"
 	var names []string
 	var vals plotter.Values
 	var errs plotter.YErrors
@@ -157,7 +158,7 @@ func (r *Report) Plot(path string) (err error) {
 		if row.Mode == ModeBaseline || !row.Supported || row.Body != BodyEmpty || (row.Trigger != r.Hit[0].Trigger) {
 			continue
 		}
-		names = append(names, row.Mode)
+		names = append(names, shortMode(row.Mode))
 		vals = append(vals, row.OverheadNs.Median)
 		errs = append(errs, struct{ Low, High float64 }{row.OverheadNs.Median - row.OverheadNs.Min, row.OverheadNs.Max - row.OverheadNs.Median})
 	}
@@ -213,6 +214,23 @@ func (r *Report) Plot(path string) (err error) {
 	}
 	drawTiles(c, []*plot.Plot{p1, p2})
 	return saveCanvas(c, path)
+}
+
+// shortMode keeps bar labels from overlapping.
+func shortMode(m string) string {
+	switch m {
+	case ModeKretMulti:
+		return "kretmulti"
+	case ModeKprobeKret:
+		return "kmulti+kret"
+	case ModeKprobeSession:
+		return "ksession"
+	case ModeFentryFexit:
+		return "fentry+fexit"
+	case ModeKprobeMulti:
+		return "kmulti"
+	}
+	return m
 }
 
 func printNotes(w io.Writer, notes []string) {
