@@ -13,8 +13,9 @@ import (
 )
 
 // maxExact is how many durations per function are kept for exact
-// percentiles; beyond it percentiles come from the log2 histogram.
-const maxExact = 1 << 20
+// percentiles (8 bytes each: 512 KiB per function at most); beyond it
+// percentiles come from the log2 histogram, so memory stays bounded.
+const maxExact = 1 << 16
 
 // Func accumulates one function's calls.
 type Func struct {

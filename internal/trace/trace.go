@@ -248,7 +248,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			sum.Exits++
 			name := table.FuncName(ev.FuncId)
 			sum.PerFunction[name]++
-			if ev.Flags&events.FlagNoEntry == 0 {
+			if (o.Summary || o.Hist) && ev.Flags&events.FlagNoEntry == 0 {
 				lat.Add(name, ev.DurationNs, events.ErrnoOf(table.Lookup(ev.FuncId), ev.Ret))
 			}
 		}
