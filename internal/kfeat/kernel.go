@@ -116,6 +116,10 @@ func ParseConfig(r io.Reader) map[string]string {
 func detectEmulation() string {
 	b, _ := os.ReadFile("/proc/cpuinfo")
 	s := string(b)
+	// QEMU's TCG sets the hypervisor CPUID bit too; its CPU model says TCG.
+	if strings.Contains(s, "QEMU TCG CPU") {
+		return "QEMU TCG"
+	}
 	if v, _ := os.ReadFile("/sys/class/dmi/id/sys_vendor"); strings.Contains(string(v), "QEMU") {
 		if strings.Contains(s, "hypervisor") {
 			return "QEMU (KVM)"

@@ -136,6 +136,16 @@ var denyList = []string{
 	"kprobe_*", "*kretprobe*", "bpf_dispatcher_*", "copy_from_kernel_nofault*",
 }
 
+// noreturn lists functions that never return; the verifier rejects fexit on
+// them (kernel/bpf/verifier.c noreturn_deny), so fentry mode, which pairs
+// fentry with fexit, skips them.
+var noreturn = map[string]bool{
+	"do_exit": true, "do_group_exit": true, "kthread_exit": true, "make_task_dead": true,
+	"__module_put_and_kthread_exit": true, "kthread_complete_and_exit": true, "panic": true,
+	"do_task_dead": true, "__stack_chk_fail": true, "rewind_stack_and_make_dead": true,
+	"machine_real_restart": true, "cpu_startup_entry": true, "__ubsan_handle_builtin_unreachable": true,
+}
+
 // Denied returns the deny-list pattern that name matches, or "".
 func Denied(name string) string {
 	b := BaseName(name)
@@ -681,8 +691,10 @@ func (k *Kernel) describe(i int) *Func {
 			f.Skip[ModeFentry] = "varargs prototype (BPF trampolines reject variadic functions)"
 		case k.MaxArgs > 0 && len(f.Proto.Params) > k.MaxArgs:
 			f.Skip[ModeFentry] = fmt.Sprintf("%d arguments, above the %s trampoline limit of %d", len(f.Proto.Params), k.Arch, k.MaxArgs)
-		case f.Proto.StructByValue != "" && k.Arch == "arm64":
-			f.Skip[ModeFentry] = "struct passed by value (" + f.Proto.StructByValue + "): arm64 BPF trampolines reject it"
+		case f.Proto.StructByValue != "":
+			f.Skip[ModeFentry] = "struct passed by value (" + f.Proto.StructByValue + "): BPF trampolines reject it (arm64 always, x86-64 above 16 bytes)"
+		case noreturn[BaseName(s.Name)]:
+			f.Skip[ModeFentry] = "noreturn function (the verifier rejects fexit on it)"
 		}
 	}
 	return f
