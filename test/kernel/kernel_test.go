@@ -672,10 +672,11 @@ func TestGraphNested(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			ready := make(chan struct{})
 			done := make(chan error, 1)
+			tid := uint32(unix.Gettid()) // this locked thread, not the trace goroutine's
 			go func() {
 				_, err := trace.Run(ctx, trace.Options{
 					Patterns: []string{"ksys_read", "vfs_read"}, Mode: mode, Output: "text", Graph: true, Hist: true,
-					Filters: attach.Filters{TID: uint32(unix.Gettid())}, Out: &out, Log: &log,
+					Filters: attach.Filters{TID: tid}, Out: &out, Log: &log,
 					Ready: func() { close(ready) }, Symbols: e.k,
 				})
 				done <- err
