@@ -77,7 +77,9 @@ func (p *Perfetto) WriteTo(w io.Writer) (int64, error) {
 	for k := range p.threads {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i][0] < keys[j][0] || (keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1]) })
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i][0] < keys[j][0] || (keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1])
+	})
 	for _, k := range keys {
 		evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: k[0], Tid: k[1], Args: map[string]any{"name": fmt.Sprintf("%s %d", p.threads[k], k[1])}})
 	}
