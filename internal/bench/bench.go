@@ -11,7 +11,6 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"sort"
@@ -114,24 +113,6 @@ func (c *counter) reset() error {
 		n = p
 	}
 	return c.hits.Put(uint32(0), make([]uint64, n))
-}
-
-// Missed sums kprobe.multi missed runs and program recursion misses.
-func (c *counter) missed() uint64 {
-	var m uint64
-	for _, l := range c.links {
-		if info, err := l.Info(); err == nil {
-			if km := info.KprobeMulti(); km != nil {
-				m += km.Missed
-			}
-		}
-	}
-	for _, p := range c.progs {
-		if st, err := p.Stats(); err == nil {
-			m += st.RecursionMisses
-		}
-	}
-	return m
 }
 
 // benchSpec returns the counting object with the filters set.
@@ -372,5 +353,3 @@ func triggeredCalls(t Trigger, calls int) int {
 	}
 	return calls
 }
-
-var errUnsupportedTrigger = errors.New("not applicable to this trigger")

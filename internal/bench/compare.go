@@ -66,7 +66,7 @@ type HitRow struct {
 	RatioFentry float64 `json:"ratio_to_fentry,omitempty"` // overhead / fentry's overhead
 	Hits        uint64  `json:"hits_last_run"`
 	Expected    uint64  `json:"hits_expected"`
-	Misses      int64   `json:"misses"` // expected - counted, summed over runs (and fprobe/recursion misses)
+	Misses      int64   `json:"misses"` // expected - counted, summed over runs (fprobe and recursion misses included)
 }
 
 // AttachRow is the attach/detach cost of N functions in one mode.
@@ -188,7 +188,6 @@ func Run(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config) (*
 type measured interface {
 	reset() error
 	hits() (uint64, error)
-	missed() uint64
 	close()
 }
 
@@ -196,7 +195,6 @@ type counterM struct{ c *counter }
 
 func (m counterM) reset() error          { return m.c.reset() }
 func (m counterM) hits() (uint64, error) { return m.c.count() }
-func (m counterM) missed() uint64        { return m.c.missed() }
 func (m counterM) close()                { m.c.Close() }
 
 // traceM wraps ftprobe's trace programs with a draining reader.
@@ -246,11 +244,6 @@ func (m *traceM) reset() error {
 func (m *traceM) hits() (uint64, error) {
 	l, err := m.t.Losses()
 	return l.EntryHits - m.base.EntryHits + l.ExitHits - m.base.ExitHits, err
-}
-
-func (m *traceM) missed() uint64 {
-	l, _ := m.t.Losses()
-	return l.KprobeMissed + l.RecursionMiss + l.RingbufDrops
 }
 
 func (m *traceM) close() {
@@ -355,7 +348,6 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 					mm.reset()
 					mt, err := trig.Run(calls)
 					hits, herr := mm.hits()
-					missed := mm.missed()
 					mm.close()
 					if err != nil || herr != nil {
 						trig.Close()
@@ -375,8 +367,7 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 					}
 					row.Hits, row.Expected = hits, exp
 					// Runs skipped by fprobe or recursion protection are
-					// already absent from hits; missed is not added again.
-					_ = missed
+					// absent from hits, so they are counted here once.
 					row.Misses += int64(exp) - int64(hits)
 				}
 			}

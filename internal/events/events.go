@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -373,6 +372,3 @@ func Signature(f *symbols.Func) string {
 	}
 	return f.Proto.Ret + " " + f.Name + "(" + strings.Join(parts, ", ") + ")"
 }
-
-// Since formats a duration for summaries.
-func Since(d time.Duration) string { return d.Round(time.Millisecond).String() }
