@@ -52,6 +52,13 @@ int count_kretmulti(void *ctx) { return hit(); }
 SEC("kprobe.session")
 int count_ksession(void *ctx) { hit(); return 0; }
 
+/* fsession (7.0) and fsession.multi: returning 0 at entry keeps the exit
+ * run, so it counts two hits per call, like fentry+fexit. fentry.multi and
+ * fexit.multi load count_fentry and count_fexit with the multi attach types
+ * (internal/attach/tracingmulti.go). */
+SEC("fsession")
+int count_fsession(void *ctx) { hit(); return 0; }
+
 SEC("kprobe")
 int count_kprobe(void *ctx) { return hit(); }
 

@@ -11,6 +11,14 @@
  *   kprobe.multi / kretprobe.multi
  *                             one link for all functions, function id in
  *                             the per-address cookie (>= 5.18)
+ *   fsession                  one program per function run at entry and at
+ *                             exit (bpf_session_is_return), 7.0
+ *   fentry.multi / fexit.multi / fsession.multi
+ *                             one trampoline link for many functions (BTF
+ *                             ids), function id in the per-id cookie, 7.x
+ * The trampoline programs of the 7.x attach types are loaded by
+ * internal/attach (tracingmulti.go), which sets the attach type and target
+ * that cilium/ebpf v0.22 cannot; their sections here only name the family.
  */
 #include "ftprobe.h"
 
@@ -25,6 +33,9 @@ enum ftp_mode {
 	FTP_MODE_FENTRY = 1,
 	FTP_MODE_KPROBE_MULTI = 2,
 	FTP_MODE_KPROBE = 3,
+	FTP_MODE_FSESSION = 4,       /* fsession: one program, entry and exit */
+	FTP_MODE_FENTRY_MULTI = 5,   /* fentry.multi + fexit.multi links */
+	FTP_MODE_FSESSION_MULTI = 6, /* fsession.multi link */
 };
 
 enum ftp_flags {
@@ -389,8 +400,9 @@ static __always_inline int on_exit(__u32 func_id, __u64 raw_ret, __u8 mode)
 	return 0;
 }
 
-SEC("fentry")
-int ftp_fentry(void *ctx)
+/* Entry and exit of every trampoline mode: arguments and return value
+ * through the trampoline's ctx helpers, function id in the attach cookie. */
+static __always_inline int tramp_entry(void *ctx, __u8 mode)
 {
 	__u64 args[FTP_MAX_ARGS] = {};
 	__u64 n = bpf_get_func_arg_cnt(ctx);
@@ -399,16 +411,47 @@ int ftp_fentry(void *ctx)
 			bpf_get_func_arg(ctx, i, &args[i]);
 	}
 	return on_entry((__u32)bpf_get_attach_cookie(ctx), args,
-			n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, FTP_MODE_FENTRY);
+			n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);
 }
 
-SEC("fexit")
-int ftp_fexit(void *ctx)
+static __always_inline int tramp_exit(void *ctx, __u8 mode)
 {
 	__u64 ret = 0;
 	bpf_get_func_ret(ctx, &ret);
-	return on_exit((__u32)bpf_get_attach_cookie(ctx), ret, FTP_MODE_FENTRY);
+	return on_exit((__u32)bpf_get_attach_cookie(ctx), ret, mode);
 }
+
+SEC("fentry")
+int ftp_fentry(void *ctx) { return tramp_entry(ctx, FTP_MODE_FENTRY); }
+
+SEC("fexit")
+int ftp_fexit(void *ctx) { return tramp_exit(ctx, FTP_MODE_FENTRY); }
+
+/* fentry.multi / fexit.multi (BPF_TRACE_FENTRY_MULTI/FEXIT_MULTI, 7.x). */
+SEC("fentry")
+int ftp_fentry_multi(void *ctx) { return tramp_entry(ctx, FTP_MODE_FENTRY_MULTI); }
+
+SEC("fexit")
+int ftp_fexit_multi(void *ctx) { return tramp_exit(ctx, FTP_MODE_FENTRY_MULTI); }
+
+/* fsession (BPF_TRACE_FSESSION, 7.0) and fsession.multi: the same program
+ * runs at entry and at exit. Returning 0 at entry keeps the exit run. The
+ * kfunc takes ctx since 7.0 (kernel commit "bpf: add fsession support"). */
+extern _Bool bpf_session_is_return(void *ctx) __ksym;
+
+static __always_inline int session(void *ctx, __u8 mode)
+{
+	if (bpf_session_is_return(ctx))
+		return tramp_exit(ctx, mode);
+	tramp_entry(ctx, mode);
+	return 0;
+}
+
+SEC("fsession")
+int ftp_fsession(void *ctx) { return session(ctx, FTP_MODE_FSESSION); }
+
+SEC("fsession")
+int ftp_fsession_multi(void *ctx) { return session(ctx, FTP_MODE_FSESSION_MULTI); }
 
 SEC("kprobe.multi")
 int ftp_kmulti(struct pt_regs *ctx)

@@ -33,8 +33,12 @@ fentry also needs a BTF prototype.
 
 --mode fentry attaches an fentry and an fexit program per function (BPF
 trampolines via ftrace direct calls); kprobe-multi attaches one kprobe.multi
-and one kretprobe.multi link for all functions (fprobe); auto picks from what
-the kernel supports and how many functions match.
+and one kretprobe.multi link for all functions (fprobe); kprobe one kprobe and
+kretprobe per function (the fallback where neither exists). On Linux 7.x,
+fsession attaches one trampoline program per function that runs at entry and
+at exit, and fentry-multi one tracing multi link for all functions
+(fsession.multi, or fentry.multi + fexit.multi). auto picks from what the
+kernel supports and how many functions match, and says why.
 
 With -- COMMAND, ftprobe starts the command, traces only its process tree
 (filtered in the kernel) and exits with the command's status.`,
@@ -77,7 +81,7 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Mode, "mode", "auto", "auto, fentry or kprobe-multi")
+	f.StringVar(&o.Mode, "mode", "auto", "auto, fentry, kprobe-multi, kprobe, fsession or fentry-multi")
 	f.StringArrayVar(&o.Excludes, "exclude", nil, "remove functions matching GLOB (repeatable)")
 	f.StringVar(&o.Output, "output", "text", "text, json (JSON lines, field names in README) or perfetto (Chrome trace-event JSON for ui.perfetto.dev; use with -o FILE.json)")
 	f.StringVarP(&outFile, "out", "o", "", "write events to FILE")

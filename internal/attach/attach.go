@@ -35,6 +35,13 @@ const (
 	// Options.MultiFuncs with kprobe.multi/kretprobe.multi, sharing maps and
 	// the ringbuf: auto mode's per-function fallback.
 	ModeMixed = "fentry+kprobe-multi"
+	// ModeFSession attaches one fsession program per function: one
+	// trampoline program run at entry and at exit (7.0).
+	ModeFSession = symbols.ModeFSession
+	// ModeFentryMulti attaches one tracing multi link for all functions:
+	// fsession.multi where the kernel has it, else fentry.multi plus
+	// fexit.multi (7.x).
+	ModeFentryMulti = symbols.ModeFentryMulti
 )
 
 // Event mode values, as the BPF side writes them (enum ftp_mode).
@@ -42,6 +49,9 @@ const (
 	EventModeFentry      = 1
 	EventModeKprobeMulti = 2
 	EventModeKprobe      = 3
+	EventModeFSession      = 4
+	EventModeFentryMulti   = 5
+	EventModeFSessionMulti = 6
 )
 
 // Filters are applied in the kernel, at entry and at exit.
@@ -59,6 +69,9 @@ type Options struct {
 	Mode        string
 	Funcs       []*symbols.Func // IDs must be 0..len-1 (with MultiFuncs: 0..len(Funcs)+len(MultiFuncs)-1)
 	MultiFuncs  []*symbols.Func // ModeMixed: the functions for kprobe.multi
+	// MixedTrampoline is ModeMixed's mode for Funcs: ModeFentry (default)
+	// or ModeFentryMulti.
+	MixedTrampoline string
 	Filters     Filters
 	RingbufSize uint32 // bytes; a power-of-two multiple of the page size (default 4 MiB)
 	Kernel      *kfeat.Info
@@ -78,6 +91,7 @@ type Failure struct {
 // must Close it; Close detaches every link.
 type Tracer struct {
 	Mode     string
+	Variant  string          // how the mode was realised, e.g. "fsession.multi" ("" = as named)
 	Attached []*symbols.Func // attached functions
 	Failed   []Failure       // functions left out, with reasons
 
@@ -86,6 +100,7 @@ type Tracer struct {
 	links     []link.Link
 	fork      link.Link
 	multi     []link.Link // kprobe-multi links (entry, exit)
+	tramp     *TrampolineLoader // fsession, fentry-multi
 	closeOnce sync.Once
 	missed    uint64 // kprobe.multi missed runs read at Detach
 
@@ -166,14 +181,24 @@ func Open(opts Options) (_ *Tracer, err error) {
 		err = t.openKprobeMulti(spec, repl, opts)
 	case ModeKprobe:
 		err = t.openKprobe(spec, repl, opts)
+	case ModeFSession:
+		err = t.openFSession(spec, repl, opts)
+	case ModeFentryMulti:
+		err = t.openFentryMulti(spec, repl, opts)
 	case ModeMixed:
-		if err = t.openFentry(spec, repl, opts); err == nil && len(opts.MultiFuncs) > 0 {
+		if opts.MixedTrampoline == ModeFentryMulti {
+			t.Mode = ModeFentryMulti + "+" + ModeKprobeMulti
+			err = t.openFentryMulti(spec, repl, opts)
+		} else {
+			err = t.openFentry(spec, repl, opts)
+		}
+		if err == nil && len(opts.MultiFuncs) > 0 {
 			mo := opts
 			mo.Funcs = opts.MultiFuncs
 			err = t.openKprobeMulti(spec, repl, mo)
 		}
 	default:
-		err = fmt.Errorf("attach: unknown mode %q (want %s, %s or %s)", opts.Mode, ModeFentry, ModeKprobeMulti, ModeKprobe)
+		err = fmt.Errorf("attach: unknown mode %q (want %s, %s, %s, %s or %s)", opts.Mode, ModeFentry, ModeKprobeMulti, ModeKprobe, ModeFSession, ModeFentryMulti)
 	}
 	if err != nil {
 		return nil, err
@@ -450,7 +475,8 @@ func Bisect(fs []*symbols.Func, try func([]*symbols.Func) (link.Link, error)) (g
 		return fs, nil, l, nil
 	}
 	whole := err
-	if errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP) {
+	if errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP) ||
+		errors.Is(err, unix.Errno(524)) || errors.Is(err, kfeat.ErrKernelPredates) {
 		return nil, nil, nil, err // the mode itself is missing: bisection cannot help
 	}
 	var find func([]*symbols.Func)
@@ -661,6 +687,7 @@ func (t *Tracer) Close() error {
 				p.Close()
 			}
 		}
+		t.tramp.Close()
 		t.maps.Close()
 	})
 	return nil

@@ -19,6 +19,7 @@ const (
 	BenchMapHits            = "hits"
 	BenchProgCountFentry    = "count_fentry"
 	BenchProgCountFexit     = "count_fexit"
+	BenchProgCountFsession  = "count_fsession"
 	BenchProgCountKmulti    = "count_kmulti"
 	BenchProgCountKprobe    = "count_kprobe"
 	BenchProgCountKretmulti = "count_kretmulti"
@@ -76,6 +77,7 @@ type BenchSpecs struct {
 type BenchProgramSpecs struct {
 	CountFentry    *ebpf.ProgramSpec `ebpf:"count_fentry"`
 	CountFexit     *ebpf.ProgramSpec `ebpf:"count_fexit"`
+	CountFsession  *ebpf.ProgramSpec `ebpf:"count_fsession"`
 	CountKmulti    *ebpf.ProgramSpec `ebpf:"count_kmulti"`
 	CountKprobe    *ebpf.ProgramSpec `ebpf:"count_kprobe"`
 	CountKretmulti *ebpf.ProgramSpec `ebpf:"count_kretmulti"`
@@ -146,6 +148,7 @@ type BenchVariables struct {
 type BenchPrograms struct {
 	CountFentry    *ebpf.Program `ebpf:"count_fentry"`
 	CountFexit     *ebpf.Program `ebpf:"count_fexit"`
+	CountFsession  *ebpf.Program `ebpf:"count_fsession"`
 	CountKmulti    *ebpf.Program `ebpf:"count_kmulti"`
 	CountKprobe    *ebpf.Program `ebpf:"count_kprobe"`
 	CountKretmulti *ebpf.Program `ebpf:"count_kretmulti"`
@@ -160,6 +163,7 @@ func (p *BenchPrograms) Close() error {
 	return _BenchClose(
 		p.CountFentry,
 		p.CountFexit,
+		p.CountFsession,
 		p.CountKmulti,
 		p.CountKprobe,
 		p.CountKretmulti,

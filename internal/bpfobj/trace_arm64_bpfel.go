@@ -50,27 +50,31 @@ type TraceTstack struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	TraceMapEvents        = "events"
-	TraceMapFuncs         = "funcs"
-	TraceMapStacks        = "stacks"
-	TraceMapStats         = "stats"
-	TraceMapTgids         = "tgids"
-	TraceMapZeroStack     = "zero_stack"
-	TraceProgFtpFentry    = "ftp_fentry"
-	TraceProgFtpFexit     = "ftp_fexit"
-	TraceProgFtpFork      = "ftp_fork"
-	TraceProgFtpKmulti    = "ftp_kmulti"
-	TraceProgFtpKprobe    = "ftp_kprobe"
-	TraceProgFtpKretmulti = "ftp_kretmulti"
-	TraceProgFtpKretprobe = "ftp_kretprobe"
-	TraceVarErrorsOnly    = "errors_only"
-	TraceVarFilterComm    = "filter_comm"
-	TraceVarFilterCommLen = "filter_comm_len"
-	TraceVarFilterTgid    = "filter_tgid"
-	TraceVarFilterTid     = "filter_tid"
-	TraceVarFilterTree    = "filter_tree"
-	TraceVarMinDurationNs = "min_duration_ns"
-	TraceVarUnusedEvent   = "unused_event"
+	TraceMapEvents            = "events"
+	TraceMapFuncs             = "funcs"
+	TraceMapStacks            = "stacks"
+	TraceMapStats             = "stats"
+	TraceMapTgids             = "tgids"
+	TraceMapZeroStack         = "zero_stack"
+	TraceProgFtpFentry        = "ftp_fentry"
+	TraceProgFtpFentryMulti   = "ftp_fentry_multi"
+	TraceProgFtpFexit         = "ftp_fexit"
+	TraceProgFtpFexitMulti    = "ftp_fexit_multi"
+	TraceProgFtpFork          = "ftp_fork"
+	TraceProgFtpFsession      = "ftp_fsession"
+	TraceProgFtpFsessionMulti = "ftp_fsession_multi"
+	TraceProgFtpKmulti        = "ftp_kmulti"
+	TraceProgFtpKprobe        = "ftp_kprobe"
+	TraceProgFtpKretmulti     = "ftp_kretmulti"
+	TraceProgFtpKretprobe     = "ftp_kretprobe"
+	TraceVarErrorsOnly        = "errors_only"
+	TraceVarFilterComm        = "filter_comm"
+	TraceVarFilterCommLen     = "filter_comm_len"
+	TraceVarFilterTgid        = "filter_tgid"
+	TraceVarFilterTid         = "filter_tid"
+	TraceVarFilterTree        = "filter_tree"
+	TraceVarMinDurationNs     = "min_duration_ns"
+	TraceVarUnusedEvent       = "unused_event"
 )
 
 // LoadTrace returns the embedded CollectionSpec for Trace.
@@ -115,13 +119,17 @@ type TraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceProgramSpecs struct {
-	FtpFentry    *ebpf.ProgramSpec `ebpf:"ftp_fentry"`
-	FtpFexit     *ebpf.ProgramSpec `ebpf:"ftp_fexit"`
-	FtpFork      *ebpf.ProgramSpec `ebpf:"ftp_fork"`
-	FtpKmulti    *ebpf.ProgramSpec `ebpf:"ftp_kmulti"`
-	FtpKprobe    *ebpf.ProgramSpec `ebpf:"ftp_kprobe"`
-	FtpKretmulti *ebpf.ProgramSpec `ebpf:"ftp_kretmulti"`
-	FtpKretprobe *ebpf.ProgramSpec `ebpf:"ftp_kretprobe"`
+	FtpFentry        *ebpf.ProgramSpec `ebpf:"ftp_fentry"`
+	FtpFentryMulti   *ebpf.ProgramSpec `ebpf:"ftp_fentry_multi"`
+	FtpFexit         *ebpf.ProgramSpec `ebpf:"ftp_fexit"`
+	FtpFexitMulti    *ebpf.ProgramSpec `ebpf:"ftp_fexit_multi"`
+	FtpFork          *ebpf.ProgramSpec `ebpf:"ftp_fork"`
+	FtpFsession      *ebpf.ProgramSpec `ebpf:"ftp_fsession"`
+	FtpFsessionMulti *ebpf.ProgramSpec `ebpf:"ftp_fsession_multi"`
+	FtpKmulti        *ebpf.ProgramSpec `ebpf:"ftp_kmulti"`
+	FtpKprobe        *ebpf.ProgramSpec `ebpf:"ftp_kprobe"`
+	FtpKretmulti     *ebpf.ProgramSpec `ebpf:"ftp_kretmulti"`
+	FtpKretprobe     *ebpf.ProgramSpec `ebpf:"ftp_kretprobe"`
 }
 
 // TraceMapSpecs contains maps before they are loaded into the kernel.
@@ -207,20 +215,28 @@ type TraceVariables struct {
 //
 // It can be passed to LoadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TracePrograms struct {
-	FtpFentry    *ebpf.Program `ebpf:"ftp_fentry"`
-	FtpFexit     *ebpf.Program `ebpf:"ftp_fexit"`
-	FtpFork      *ebpf.Program `ebpf:"ftp_fork"`
-	FtpKmulti    *ebpf.Program `ebpf:"ftp_kmulti"`
-	FtpKprobe    *ebpf.Program `ebpf:"ftp_kprobe"`
-	FtpKretmulti *ebpf.Program `ebpf:"ftp_kretmulti"`
-	FtpKretprobe *ebpf.Program `ebpf:"ftp_kretprobe"`
+	FtpFentry        *ebpf.Program `ebpf:"ftp_fentry"`
+	FtpFentryMulti   *ebpf.Program `ebpf:"ftp_fentry_multi"`
+	FtpFexit         *ebpf.Program `ebpf:"ftp_fexit"`
+	FtpFexitMulti    *ebpf.Program `ebpf:"ftp_fexit_multi"`
+	FtpFork          *ebpf.Program `ebpf:"ftp_fork"`
+	FtpFsession      *ebpf.Program `ebpf:"ftp_fsession"`
+	FtpFsessionMulti *ebpf.Program `ebpf:"ftp_fsession_multi"`
+	FtpKmulti        *ebpf.Program `ebpf:"ftp_kmulti"`
+	FtpKprobe        *ebpf.Program `ebpf:"ftp_kprobe"`
+	FtpKretmulti     *ebpf.Program `ebpf:"ftp_kretmulti"`
+	FtpKretprobe     *ebpf.Program `ebpf:"ftp_kretprobe"`
 }
 
 func (p *TracePrograms) Close() error {
 	return _TraceClose(
 		p.FtpFentry,
+		p.FtpFentryMulti,
 		p.FtpFexit,
+		p.FtpFexitMulti,
 		p.FtpFork,
+		p.FtpFsession,
+		p.FtpFsessionMulti,
 		p.FtpKmulti,
 		p.FtpKprobe,
 		p.FtpKretmulti,

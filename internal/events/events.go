@@ -58,6 +58,12 @@ func ModeName(m uint8) string {
 		return "kprobe-multi"
 	case 3:
 		return "kprobe"
+	case 4:
+		return "fsession"
+	case 5:
+		return "fentry-multi"
+	case 6:
+		return "fsession-multi"
 	}
 	return "mode" + strconv.Itoa(int(m))
 }

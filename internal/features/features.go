@@ -10,14 +10,16 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
 )
 
 // Modes probed, in report order.
-var Modes = []string{"fentry", "fexit", "kprobe.multi", "kretprobe.multi", "kprobe.session", "kprobe", "kretprobe", "tp_btf"}
+var Modes = []string{"fentry", "fexit", "fsession", "fentry.multi", "fexit.multi", "fsession.multi", "kprobe.multi", "kretprobe.multi", "kprobe.session", "kprobe", "kretprobe", "tp_btf"}
 
 // Target is the function the probes attach to: present and traceable on
 // every kernel ftprobe supports (5.6+), and not on a hot path.
@@ -109,10 +111,61 @@ func (r *Report) Get(mode string) Result {
 	return Result{Mode: mode}
 }
 
+// trampoline7 are the Linux 7.x trampoline modes: program and attach type.
+var trampoline7 = map[string]struct {
+	prog string
+	at   ebpf.AttachType
+}{
+	"fsession":       {"count_fsession", attach.AttachTraceFSession},
+	"fentry.multi":   {"count_fentry", attach.AttachTraceFEntryMulti},
+	"fexit.multi":    {"count_fexit", attach.AttachTraceFExitMulti},
+	"fsession.multi": {"count_fsession", attach.AttachTraceFSessionMulti},
+}
+
+// probe7 loads and attaches a 7.x trampoline mode with ftprobe's own
+// loader (internal/attach/tracingmulti.go).
+func probe7(spec *ebpf.CollectionSpec, mode string) error {
+	t := trampoline7[mode]
+	if err := attach.CheckAttachType(t.at); err != nil {
+		return err
+	}
+	ld, err := attach.NewTrampolineLoader(spec, nil)
+	if err != nil {
+		return err
+	}
+	defer ld.Close()
+	target := attach.MultiTarget
+	if mode == "fsession" {
+		target = Target
+	}
+	p, err := ld.Load(t.prog, t.at, target)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	var l link.Link
+	if mode == "fsession" {
+		l, err = attach.AttachFSession(p, 0)
+	} else {
+		var id btf.TypeID
+		if id, err = ld.IDs.ID(Target); err != nil {
+			return err
+		}
+		l, err = attach.AttachTracingMulti(p, t.at, []btf.TypeID{id}, []uint64{0})
+	}
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
 func probe(mode string) error {
 	spec, err := bpfobj.LoadBench()
 	if err != nil {
 		return fmt.Errorf("load BPF object: %w", err)
+	}
+	if _, ok := trampoline7[mode]; ok {
+		return probe7(spec, mode)
 	}
 	prog := map[string]string{
 		"fentry": "count_fentry", "fexit": "count_fexit", "kprobe.multi": "count_kmulti",

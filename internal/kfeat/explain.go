@@ -13,6 +13,10 @@ import (
 // ErrUnsupported marks an attach mode this kernel lacks (exit code 3).
 var ErrUnsupported = errors.New("unsupported on this kernel")
 
+// ErrKernelPredates marks an attach type that the running kernel's BTF does
+// not name (enum bpf_attach_type): the kernel is older than the feature.
+var ErrKernelPredates = errors.New("attach type unknown to this kernel")
+
 // ErrPrivilege marks missing privilege (exit code 2).
 var ErrPrivilege = errors.New("missing privilege")
 
@@ -50,8 +54,14 @@ func (in *Info) Reason(mode string, err error) (string, error) {
 		return "the BPF verifier of this kernel rejected ftprobe's " + mode + " program (" + last + "); please report it with `ftprobe features --json`", nil
 	}
 	trampoline := strings.HasPrefix(mode, "fentry") || strings.HasPrefix(mode, "fexit") || strings.HasPrefix(mode, "fsession") || mode == "tp_btf"
-	fprobe := strings.Contains(mode, "multi") || strings.Contains(mode, "session") && !strings.HasPrefix(mode, "fsession")
+	fprobe := strings.HasPrefix(mode, "kprobe.") || strings.HasPrefix(mode, "kretprobe.")
 	switch {
+	case errors.Is(err, ErrKernelPredates):
+		what := "the tracing multi links (BPF_TRACE_FENTRY_MULTI, FEXIT_MULTI, FSESSION_MULTI: one trampoline link for many functions, Linux 7.x)"
+		if mode == "fsession" {
+			what = "fsession (BPF_TRACE_FSESSION: one trampoline program at entry and exit, Linux 7.0)"
+		}
+		return fmt.Sprintf("this kernel (%d.%d) predates %s; its BTF enum bpf_attach_type lacks the attach type", in.Major, in.Minor, what), ErrUnsupported
 	case hasErrno && errno == unix.EPERM:
 		if !HasTracingCaps() {
 			return "permission denied: needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); run as root (EPERM)", ErrPrivilege
@@ -78,6 +88,17 @@ func (in *Info) Reason(mode string, err error) (string, error) {
 		return "kprobe.multi links are not available on this kernel (needs CONFIG_FPROBE, 5.18+; session 6.10+): " + err.Error(), ErrUnsupported
 	case (mode == "kprobe" || mode == "kretprobe") && in.ConfigValue("CONFIG_KPROBES") == "n":
 		return "CONFIG_KPROBES not set" + paren(name), ErrUnsupported
+	case hasErrno && (errno == unix.EOPNOTSUPP || errno == enotsupp) && trampoline && strings.HasSuffix(mode, ".multi"):
+		why := "this kernel refuses tracing multi links (" + name + ")"
+		if in.ConfigValue("CONFIG_HAVE_SINGLE_FTRACE_DIRECT_OPS") != "y" {
+			// Measured in the lab: amd64 7.3 (=y) attaches them, arm64 7.3
+			// (per-callsite ops, no single direct ops) returns EOPNOTSUPP.
+			why += ": it lacks CONFIG_HAVE_SINGLE_FTRACE_DIRECT_OPS, one direct ftrace_ops shared by many functions, which x86-64 has"
+			if in.ConfigValue("CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS") == "y" {
+				why += "; this kernel's ftrace uses per-callsite ops (DYNAMIC_FTRACE_WITH_CALL_OPS) instead"
+			}
+		}
+		return why, ErrUnsupported
 	case hasErrno && errno == enotsupp && trampoline:
 		return "the kernel cannot build a BPF trampoline here (ENOTSUPP: no direct-call support for this function or architecture)", ErrUnsupported
 	case hasErrno && (errno == unix.ENOENT || errno == unix.ESRCH):

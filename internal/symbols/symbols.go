@@ -24,6 +24,11 @@ const (
 	ModeFentry      = "fentry"
 	ModeKprobeMulti = "kprobe-multi"
 	ModeKprobe      = "kprobe"
+	// ModeFSession is one fsession program per function (7.0).
+	ModeFSession = "fsession"
+	// ModeFentryMulti is one fentry.multi+fexit.multi (or fsession.multi)
+	// link for all functions (7.x).
+	ModeFentryMulti = "fentry-multi"
 )
 
 // Sym is one text symbol from /proc/kallsyms.
@@ -600,7 +605,7 @@ func (k *Kernel) Resolve(patterns, excludes []string, mode string, maxFuncs int)
 		if p.Exact && len(ok) == 0 {
 			return nil, fmt.Errorf("%w: %s in %s mode: %s", ErrUntraceable, matched[0].Display(), mode, matched[0].Skip[mode])
 		}
-		if mode == ModeFentry {
+		if IsTrampolineMode(mode) {
 			ok = k.dedupeForFentry(ok, res)
 		}
 		res.Funcs = append(res.Funcs, ok...)
@@ -697,7 +702,21 @@ func (k *Kernel) describe(i int) *Func {
 			f.Skip[ModeFentry] = "noreturn function (the verifier rejects fexit on it)"
 		}
 	}
+	// fsession and the multi links are trampolines too: the same limits.
+	f.Skip[ModeFSession] = f.Skip[ModeFentry]
+	f.Skip[ModeFentryMulti] = f.Skip[ModeFentry]
+	if f.Skip[ModeFentry] == "" && s.Module != "" {
+		why := "module function: ftprobe loads fsession and multi-link programs against vmlinux BTF only (use fentry)"
+		f.Skip[ModeFSession] = why
+		f.Skip[ModeFentryMulti] = why
+	}
 	return f
+}
+
+// IsTrampolineMode reports whether mode attaches through BPF trampolines
+// (fentry, fsession, fentry-multi), which target functions by BTF id.
+func IsTrampolineMode(mode string) bool {
+	return mode == ModeFentry || mode == ModeFSession || mode == ModeFentryMulti
 }
 
 // suggest names the closest functions to a missing name.

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,6 +80,9 @@ type Summary struct {
 // whose one link attaches in one syscall, over one trampoline per function.
 const autoFentryLimit = 64
 
+// Modes are the attach modes --mode accepts besides auto.
+var Modes = []string{attach.ModeFentry, attach.ModeKprobeMulti, attach.ModeKprobe, attach.ModeFSession, attach.ModeFentryMulti}
+
 // Run performs the trace until ctx ends, Count events, Duration, or the end
 // of Command. It returns the summary; the error carries an exit code
 // (exitcode.Of).
@@ -89,8 +93,8 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	modes := []string{o.Mode}
 	if o.Mode == "" || o.Mode == "auto" {
 		modes = nil
-	} else if o.Mode != attach.ModeFentry && o.Mode != attach.ModeKprobeMulti && o.Mode != attach.ModeKprobe {
-		return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--mode %q: want auto, fentry, kprobe-multi or kprobe", o.Mode))
+	} else if !slices.Contains(Modes, o.Mode) {
+		return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--mode %q: want auto, %s", o.Mode, strings.Join(Modes, ", ")))
 	}
 	if o.RingbufSize != 0 {
 		if err := attach.ValidateRingbufSize(o.RingbufSize); err != nil {
@@ -143,7 +147,11 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	for _, f := range tracer.Failed {
 		fmt.Fprintf(o.Log, "ftprobe: not attached: %v\n", f.Err)
 	}
-	fmt.Fprintf(o.Log, "ftprobe: tracing %d functions in %s mode (%s)\n", len(tracer.Attached), tracer.Mode, res.SkipSummary())
+	variant := ""
+	if tracer.Variant != "" {
+		variant = " (" + tracer.Variant + ")"
+	}
+	fmt.Fprintf(o.Log, "ftprobe: tracing %d functions in %s mode%s (%s)\n", len(tracer.Attached), tracer.Mode, variant, res.SkipSummary())
 	table := make(events.Table, len(res.Funcs))
 	for _, f := range res.Funcs {
 		table[f.ID] = f
@@ -371,7 +379,11 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 	resF, errF := k.Resolve(o.Patterns, o.Excludes, attach.ModeFentry, 0)
 	order := []string{attach.ModeFentry, attach.ModeKprobeMulti, attach.ModeKprobe}
 	why := "fentry/fexit trampolines cost less per call"
-	if errF != nil || len(resF.Funcs) > autoFentryLimit {
+	if errF == nil && attach.KernelHasAttachType("BPF_TRACE_FENTRY_MULTI") {
+		// 7.x: trampolines' per-call cost with one link for all functions.
+		order = []string{attach.ModeFentryMulti, attach.ModeKprobeMulti, attach.ModeFentry, attach.ModeKprobe}
+		why = "this kernel has tracing multi links: trampoline per-call cost, all functions attached with one link"
+	} else if errF != nil || len(resF.Funcs) > autoFentryLimit {
 		order = []string{attach.ModeKprobeMulti, attach.ModeFentry, attach.ModeKprobe}
 		why = "one kprobe.multi link attaches many functions in one syscall"
 		if errF != nil {
@@ -392,8 +404,8 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 			continue
 		}
 		printPlan(o, res)
-		if m == attach.ModeFentry && len(res.Skipped) > 0 {
-			if t, mres, err := openMixed(k, kin, o, res); err == nil {
+		if (m == attach.ModeFentry || m == attach.ModeFentryMulti) && len(res.Skipped) > 0 {
+			if t, mres, err := openMixed(k, kin, o, res, m); err == nil {
 				return t, mres, nil
 			} else if !errors.Is(err, kfeat.ErrUnsupported) {
 				return nil, nil, err
@@ -427,7 +439,7 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 // takes go through trampolines, the ones it cannot take (no BTF, compiler
 // copies, varargs, too many arguments, other copies of a duplicated name)
 // through one kprobe.multi link, said once per reason.
-func openMixed(k *symbols.Kernel, kin *kfeat.Info, o Options, resF *symbols.Resolution) (*attach.Tracer, *symbols.Resolution, error) {
+func openMixed(k *symbols.Kernel, kin *kfeat.Info, o Options, resF *symbols.Resolution, tramp string) (*attach.Tracer, *symbols.Resolution, error) {
 	resK, err := k.Resolve(o.Patterns, o.Excludes, attach.ModeKprobeMulti, 0)
 	if err != nil {
 		return nil, nil, err
@@ -454,7 +466,7 @@ func openMixed(k *symbols.Kernel, kin *kfeat.Info, o Options, resF *symbols.Reso
 		c := *f
 		c.ID = uint32(len(fs) + len(ms))
 		ms = append(ms, &c)
-		r := f.Skip[attach.ModeFentry]
+		r := f.Skip[tramp]
 		if r == "" {
 			r = "another copy of a duplicated name"
 		} else if i := strings.Index(r, " ("); i > 0 {
@@ -468,7 +480,7 @@ func openMixed(k *symbols.Kernel, kin *kfeat.Info, o Options, resF *symbols.Reso
 	if o.MaxFunctions > 0 && len(fs)+len(ms) > o.MaxFunctions {
 		return nil, nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w: %d functions, more than --max-functions %d", symbols.ErrTooMany, len(fs)+len(ms), o.MaxFunctions))
 	}
-	t, err := attach.Open(attach.Options{Mode: attach.ModeMixed, Funcs: fs, MultiFuncs: ms, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin, Progress: o.Progress})
+	t, err := attach.Open(attach.Options{Mode: attach.ModeMixed, MixedTrampoline: tramp, Funcs: fs, MultiFuncs: ms, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin, Progress: o.Progress})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -477,9 +489,9 @@ func openMixed(k *symbols.Kernel, kin *kfeat.Info, o Options, resF *symbols.Reso
 		parts = append(parts, fmt.Sprintf("%d %s", n, r))
 	}
 	sort.Strings(parts)
-	fmt.Fprintf(o.Log, "ftprobe: auto mode: %d functions through fentry/fexit (cheaper per call), %d through kprobe.multi because fentry cannot take them: %s\n",
-		len(fs), len(ms), strings.Join(parts, ", "))
-	res := &symbols.Resolution{Mode: attach.ModeMixed, Funcs: append(fs, ms...), Skipped: resK.Skipped, Reasons: resK.Reasons, Notes: resF.Notes}
+	fmt.Fprintf(o.Log, "ftprobe: auto mode: %d functions through %s trampolines (cheaper per call), %d through kprobe.multi because %s cannot take them: %s\n",
+		len(fs), tramp, len(ms), tramp, strings.Join(parts, ", "))
+	res := &symbols.Resolution{Mode: t.Mode, Funcs: append(fs, ms...), Skipped: resK.Skipped, Reasons: resK.Reasons, Notes: resF.Notes}
 	return t, res, nil
 }
 

@@ -1,0 +1,252 @@
+package attach
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+// TrampolineLoader loads the programs of one collection spec with the
+// 7.x trampoline attach types (LoadTrampoline), sharing the collection's
+// maps. The caller must Close it; programs it returned stay valid.
+type TrampolineLoader struct {
+	spec *ebpf.CollectionSpec
+	coll *ebpf.Collection
+	maps map[string]*ebpf.Map
+	IDs  *FuncIDs // vmlinux BTF function ids
+}
+
+// NewTrampolineLoader creates spec's maps (those in repl are used as they
+// are; .rodata takes spec's variables) and reads vmlinux BTF.
+func NewTrampolineLoader(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map) (*TrampolineLoader, error) {
+	ids, err := NewFuncIDs()
+	if err != nil {
+		return nil, err
+	}
+	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
+		Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
+	}, ebpf.CollectionOptions{MapReplacements: repl})
+	if err != nil {
+		return nil, fmt.Errorf("create maps: %w", err)
+	}
+	maps := map[string]*ebpf.Map{}
+	for k, v := range coll.Maps {
+		maps[k] = v
+	}
+	for k, v := range repl {
+		maps[k] = v
+	}
+	return &TrampolineLoader{spec: spec, coll: coll, maps: maps, IDs: ids}, nil
+}
+
+// Load loads program name as attach type at against target (a vmlinux
+// function; MultiTarget for the multi types). The caller must Close the
+// program.
+func (l *TrampolineLoader) Load(name string, at ebpf.AttachType, target string) (*ebpf.Program, error) {
+	ps := l.spec.Programs[name]
+	if ps == nil {
+		return nil, fmt.Errorf("BPF object lacks program %s", name)
+	}
+	return LoadTrampoline(ps, at, target, l.maps, l.IDs)
+}
+
+// Map returns the collection's map name.
+func (l *TrampolineLoader) Map(name string) *ebpf.Map { return l.maps[name] }
+
+// Close frees the maps the loader created (not those passed in repl).
+func (l *TrampolineLoader) Close() {
+	if l != nil && l.coll != nil {
+		l.coll.Close()
+	}
+}
+
+func (t *Tracer) trampolineLoader(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map) (*TrampolineLoader, error) {
+	if t.tramp == nil {
+		ld, err := NewTrampolineLoader(spec, repl)
+		if err != nil {
+			return nil, err
+		}
+		t.tramp = ld
+	}
+	return t.tramp, nil
+}
+
+// openFSession loads and links one fsession program per function (7.0):
+// one trampoline program that runs at entry and at exit, where fentry mode
+// needs two.
+func (t *Tracer) openFSession(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	if err := CheckAttachType(AttachTraceFSession); err != nil {
+		return opts.Kernel.Explain("fsession", describeFuncs(opts.Funcs), err)
+	}
+	ld, err := t.trampolineLoader(spec, repl)
+	if err != nil {
+		return opts.Kernel.Explain("fsession", describeFuncs(opts.Funcs), err)
+	}
+	raiseNofile(2*len(opts.Funcs) + 256)
+	type result struct {
+		f    *symbols.Func
+		prog *ebpf.Program
+		l    link.Link
+		err  error
+	}
+	jobs := make(chan *symbols.Func)
+	results := make(chan result)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.NumCPU(), 8); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range jobs {
+				r := result{f: f}
+				r.prog, r.err = ld.Load("ftp_fsession", AttachTraceFSession, f.BTFName)
+				if r.err == nil {
+					if r.l, r.err = AttachFSession(r.prog, uint64(f.ID)); r.err != nil {
+						r.prog.Close()
+					}
+				}
+				if r.err != nil {
+					r.err = opts.Kernel.Explain("fsession", f.Display(), r.err)
+				}
+				results <- r
+			}
+		}()
+	}
+	go func() {
+		for _, f := range opts.Funcs {
+			jobs <- f
+		}
+		close(jobs)
+		wg.Wait()
+		close(results)
+	}()
+	done := 0
+	var firstUnsupported error
+	for r := range results {
+		done++
+		if opts.Progress != nil {
+			opts.Progress(done, len(opts.Funcs))
+		}
+		if r.err != nil {
+			t.Failed = append(t.Failed, Failure{r.f, r.err})
+			if firstUnsupported == nil && (errors.Is(r.err, kfeat.ErrUnsupported) || errors.Is(r.err, kfeat.ErrPrivilege)) {
+				firstUnsupported = r.err
+			}
+			continue
+		}
+		t.progs = append(t.progs, r.prog)
+		t.links = append(t.links, r.l)
+		t.Attached = append(t.Attached, r.f)
+	}
+	sort.Slice(t.Attached, func(i, j int) bool { return t.Attached[i].ID < t.Attached[j].ID })
+	sort.Slice(t.Failed, func(i, j int) bool { return t.Failed[i].Func.ID < t.Failed[j].Func.ID })
+	if len(t.Attached) == 0 {
+		if firstUnsupported != nil {
+			return firstUnsupported
+		}
+		return t.Failed[0].Err
+	}
+	return nil
+}
+
+// openFentryMulti attaches all functions with one tracing multi link:
+// fsession.multi where the kernel has it and it attaches, else
+// fentry.multi plus fexit.multi (two links). A refused function is found
+// by bisection, as for kprobe.multi.
+func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	if err := CheckAttachType(AttachTraceFEntryMulti); err != nil {
+		return opts.Kernel.Explain("fentry.multi", describeFuncs(opts.Funcs), err)
+	}
+	ld, err := t.trampolineLoader(spec, repl)
+	if err != nil {
+		return opts.Kernel.Explain("fentry.multi", describeFuncs(opts.Funcs), err)
+	}
+	ids := ld.IDs
+	var fs []*symbols.Func
+	idOf := map[*symbols.Func]btf.TypeID{}
+	for _, f := range opts.Funcs {
+		id, err := ids.ID(f.BTFName)
+		if err != nil {
+			t.Failed = append(t.Failed, Failure{f, fmt.Errorf("%s in fentry-multi mode: %w", f.Display(), err)})
+			continue
+		}
+		idOf[f] = id
+		fs = append(fs, f)
+	}
+	if len(fs) == 0 {
+		return t.Failed[0].Err
+	}
+	try := func(prog *ebpf.Program, at ebpf.AttachType) func([]*symbols.Func) (link.Link, error) {
+		return func(set []*symbols.Func) (link.Link, error) {
+			tids := make([]btf.TypeID, len(set))
+			cookies := make([]uint64, len(set))
+			for i, f := range set {
+				tids[i], cookies[i] = idOf[f], uint64(f.ID)
+			}
+			return AttachTracingMulti(prog, at, tids, cookies)
+		}
+	}
+	// fsession.multi: one program, one link, entry and exit.
+	var sessionErr error
+	if CheckAttachType(AttachTraceFSessionMulti) == nil {
+		prog, err := ld.Load("ftp_fsession_multi", AttachTraceFSessionMulti, MultiTarget)
+		if err == nil {
+			var good []*symbols.Func
+			var bad []Failure
+			var l link.Link
+			if good, bad, l, err = Bisect(fs, try(prog, AttachTraceFSessionMulti)); err == nil {
+				t.progs = append(t.progs, prog)
+				t.links = append(t.links, l)
+				t.addMultiResult(good, bad, "fsession.multi", opts)
+				t.Variant = "fsession.multi"
+				return nil
+			}
+			prog.Close()
+		}
+		sessionErr = opts.Kernel.Explain("fsession.multi", describeFuncs(fs), err)
+	}
+	entry, err := ld.Load("ftp_fentry_multi", AttachTraceFEntryMulti, MultiTarget)
+	if err != nil {
+		return opts.Kernel.Explain("fentry.multi", describeFuncs(fs), err)
+	}
+	t.progs = append(t.progs, entry)
+	exit, err := ld.Load("ftp_fexit_multi", AttachTraceFExitMulti, MultiTarget)
+	if err != nil {
+		return opts.Kernel.Explain("fexit.multi", describeFuncs(fs), err)
+	}
+	t.progs = append(t.progs, exit)
+	good, bad, el, err := Bisect(fs, try(entry, AttachTraceFEntryMulti))
+	if err != nil {
+		return opts.Kernel.Explain("fentry.multi", describeFuncs(fs), err)
+	}
+	t.links = append(t.links, el)
+	xl, err := try(exit, AttachTraceFExitMulti)(good)
+	if err != nil {
+		return opts.Kernel.Explain("fexit.multi", describeFuncs(good), err)
+	}
+	t.links = append(t.links, xl)
+	t.addMultiResult(good, bad, "fentry.multi", opts)
+	t.Variant = "fentry.multi+fexit.multi"
+	if sessionErr != nil {
+		t.Variant += " (fsession.multi: " + sessionErr.Error() + ")"
+	}
+	return nil
+}
+
+func (t *Tracer) addMultiResult(good []*symbols.Func, bad []Failure, mode string, opts Options) {
+	for _, b := range bad {
+		t.Failed = append(t.Failed, Failure{b.Func, opts.Kernel.Explain(mode, b.Func.Display(), b.Err)})
+	}
+	t.Attached = append(t.Attached, good...)
+	if opts.Progress != nil {
+		opts.Progress(len(opts.Funcs), len(opts.Funcs))
+	}
+}
