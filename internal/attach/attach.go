@@ -46,9 +46,9 @@ const (
 
 // Event mode values, as the BPF side writes them (enum ftp_mode).
 const (
-	EventModeFentry      = 1
-	EventModeKprobeMulti = 2
-	EventModeKprobe      = 3
+	EventModeFentry        = 1
+	EventModeKprobeMulti   = 2
+	EventModeKprobe        = 3
 	EventModeFSession      = 4
 	EventModeFentryMulti   = 5
 	EventModeFSessionMulti = 6
@@ -66,15 +66,15 @@ type Filters struct {
 
 // Options configure Open.
 type Options struct {
-	Mode        string
-	Funcs       []*symbols.Func // IDs must be 0..len-1 (with MultiFuncs: 0..len(Funcs)+len(MultiFuncs)-1)
-	MultiFuncs  []*symbols.Func // ModeMixed: the functions for kprobe.multi
+	Mode       string
+	Funcs      []*symbols.Func // IDs must be 0..len-1 (with MultiFuncs: 0..len(Funcs)+len(MultiFuncs)-1)
+	MultiFuncs []*symbols.Func // ModeMixed: the functions for kprobe.multi
 	// MixedTrampoline is ModeMixed's mode for Funcs: ModeFentry (default)
 	// or ModeFentryMulti.
 	MixedTrampoline string
-	Filters     Filters
-	RingbufSize uint32 // bytes; a power-of-two multiple of the page size (default 4 MiB)
-	Kernel      *kfeat.Info
+	Filters         Filters
+	RingbufSize     uint32 // bytes; a power-of-two multiple of the page size (default 4 MiB)
+	Kernel          *kfeat.Info
 	// Progress, when set, is called as functions attach (fentry).
 	Progress func(done, total int)
 	// AttachMulti replaces link.KprobeMulti (tests).
@@ -99,7 +99,7 @@ type Tracer struct {
 	progs     []*ebpf.Program
 	links     []link.Link
 	fork      link.Link
-	multi     []link.Link // kprobe-multi links (entry, exit)
+	multi     []link.Link       // kprobe-multi links (entry, exit)
 	tramp     *TrampolineLoader // fsession, fentry-multi
 	closeOnce sync.Once
 	missed    uint64 // kprobe.multi missed runs read at Detach

@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -40,16 +41,38 @@ import (
 type expectation map[string]string
 
 // expectations per ARCH MAJOR.MINOR, from ../shared/lab-notes.md.
+// fsession and the tracing multi links are Linux 7.x; on arm64 7.3 the
+// multi links fail with EOPNOTSUPP (no single direct ftrace_ops).
+const (
+	predatesFSession = "predates fsession"
+	predatesMulti    = "predates the tracing multi links"
+	noSingleDirect   = "lacks CONFIG_HAVE_SINGLE_FTRACE_DIRECT_OPS"
+)
+
 var expectations = map[string]expectation{
-	"arm64 7.3":  {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: ""},
-	"arm64 6.12": {attach.ModeFentry: "", attach.ModeKprobeMulti: "CONFIG_FPROBE not set", attach.ModeKprobe: ""},
-	"arm64 6.1":  {attach.ModeFentry: "no ftrace direct calls", attach.ModeKprobeMulti: "CONFIG_FPROBE not set", attach.ModeKprobe: ""},
-	"amd64 7.3":  {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: ""},
-	"amd64 6.12": {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: ""},
-	"amd64 6.1":  {attach.ModeFentry: "", attach.ModeKprobeMulti: "CONFIG_FPROBE not set", attach.ModeKprobe: ""},
+	"arm64 7.3": {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: "",
+		attach.ModeFSession: "", attach.ModeFentryMulti: noSingleDirect},
+	"arm64 6.12": {attach.ModeFentry: "", attach.ModeKprobeMulti: "CONFIG_FPROBE not set", attach.ModeKprobe: "",
+		attach.ModeFSession: predatesFSession, attach.ModeFentryMulti: predatesMulti},
+	"arm64 6.1": {attach.ModeFentry: "no ftrace direct calls", attach.ModeKprobeMulti: "CONFIG_FPROBE not set", attach.ModeKprobe: "",
+		attach.ModeFSession: predatesFSession, attach.ModeFentryMulti: predatesMulti},
+	"amd64 7.3": {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: "",
+		attach.ModeFSession: "", attach.ModeFentryMulti: ""},
+	"amd64 6.12": {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: "",
+		attach.ModeFSession: predatesFSession, attach.ModeFentryMulti: predatesMulti},
+	"amd64 6.1": {attach.ModeFentry: "", attach.ModeKprobeMulti: "CONFIG_FPROBE not set", attach.ModeKprobe: "",
+		attach.ModeFSession: predatesFSession, attach.ModeFentryMulti: predatesMulti},
 }
 
-var modes = []string{attach.ModeFentry, attach.ModeKprobeMulti, attach.ModeKprobe}
+var modes = []string{attach.ModeFentry, attach.ModeKprobeMulti, attach.ModeKprobe, attach.ModeFSession, attach.ModeFentryMulti}
+
+// eventModes are the event mode names a trace in mode may carry.
+func eventModes(mode string) []string {
+	if mode == attach.ModeFentryMulti {
+		return []string{"fentry-multi", "fsession-multi"}
+	}
+	return []string{mode}
+}
 
 type env struct {
 	kin    *kfeat.Info
@@ -278,7 +301,7 @@ func TestTraceOpenAndRead(t *testing.T) {
 			require.Len(t, exits, 4, "do_sys_openat2 exits")
 			for i, ev := range entries {
 				assert.EqualValues(t, pid, ev["tgid"])
-				assert.Equal(t, mode, ev["mode"])
+				assert.Contains(t, eventModes(mode), ev["mode"])
 				assert.EqualValues(t, -100, argInt32(ev, 0), "dfd = AT_FDCWD")
 				assert.Equal(t, exits[i]["tid"], ev["tid"])
 			}
@@ -462,15 +485,16 @@ func TestWildcard(t *testing.T) {
 			// under emulation it gets the vfs_* share (FTPROBE_FULL=1: all).
 			globs := []string{"vfs_*", "do_sys_*", "ksys_*", sys}
 			minFuncs := 300
-			if mode != attach.ModeKprobeMulti && e.kin.Emulated == "QEMU TCG" && os.Getenv("FTPROBE_FULL") == "" {
+			perFunction := mode == attach.ModeFentry || mode == attach.ModeFSession || mode == attach.ModeKprobe
+			if perFunction && e.kin.Emulated == "QEMU TCG" && os.Getenv("FTPROBE_FULL") == "" {
 				globs, minFuncs = []string{"vfs_*"}, 40
 			}
 			res, err := e.k.Resolve(globs, nil, mode, 0)
 			require.NoError(t, err)
 			t.Logf("%d functions, %s", len(res.Funcs), res.SkipSummary())
 			require.Greater(t, len(res.Funcs), minFuncs)
-			if mode == attach.ModeFentry {
-				assert.NotEmpty(t, res.Skipped, "vfs_* has functions fentry cannot take")
+			if mode == attach.ModeFentry || mode == attach.ModeFentryMulti {
+				assert.NotEmpty(t, res.Skipped, "vfs_* has functions trampolines cannot take")
 			}
 			start := time.Now()
 			tr, err := attach.Open(attach.Options{Mode: mode, Funcs: res.Funcs, Kernel: e.kin})
@@ -560,7 +584,8 @@ func TestFeatures(t *testing.T) {
 	if e.exp == nil {
 		t.Skipf("no expectation table for %s", e.kin)
 	}
-	for _, pair := range [][2]string{{attach.ModeFentry, "fentry"}, {attach.ModeFentry, "fexit"}, {attach.ModeKprobeMulti, "kprobe.multi"}, {attach.ModeKprobeMulti, "kretprobe.multi"}} {
+	for _, pair := range [][2]string{{attach.ModeFentry, "fentry"}, {attach.ModeFentry, "fexit"}, {attach.ModeKprobeMulti, "kprobe.multi"}, {attach.ModeKprobeMulti, "kretprobe.multi"},
+		{attach.ModeFSession, "fsession"}, {attach.ModeFentryMulti, "fentry.multi"}, {attach.ModeFentryMulti, "fexit.multi"}, {attach.ModeFentryMulti, "fsession.multi"}} {
 		want := e.exp[pair[0]] == ""
 		assert.Equal(t, want, got[pair[1]], "%s on %s", pair[1], e.kin)
 		if !want {
@@ -790,4 +815,44 @@ func TestAutoMixed(t *testing.T) {
 	reads := filterEvents(evs, "exit", "ksys_read")
 	require.Len(t, reads, 2)
 	assert.Equal(t, "fentry", reads[0]["mode"], "ksys_read itself goes through a trampoline")
+}
+
+// TestSameEventsAsFentry traces one workload in fentry mode and in each 7.x
+// trampoline mode (fsession, fentry-multi) and requires the same events:
+// kind, function, pid, tid, arguments at entry, return value at exit.
+func TestSameEventsAsFentry(t *testing.T) {
+	e := lab(t)
+	needMode(t, e, attach.ModeFentry)
+	funcs := []string{"do_sys_openat2", "vfs_read", "ksys_read"}
+	run := func(mode string) []string {
+		evs, sum := traceInThread(t, mode, funcs, attach.Filters{}, func() {
+			_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 5})
+			require.NoError(t, err)
+			_, err = workload.Run(workload.Spec{Kind: "openfail", Count: 2})
+			require.NoError(t, err)
+		})
+		assert.False(t, sum.Losses.Any(), "%s losses: %+v", mode, sum.Losses)
+		var out []string
+		for _, ev := range evs {
+			key := fmt.Sprintf("%v %v tgid=%v tid=%v", ev["type"], ev["func"], ev["tgid"], ev["tid"])
+			if ev["type"] == "entry" {
+				key += fmt.Sprintf(" args=%v", ev["args"])
+			} else {
+				key += fmt.Sprintf(" ret=%v", ev["ret"])
+			}
+			out = append(out, key)
+		}
+		return out
+	}
+	want := run(attach.ModeFentry)
+	// 5 reads (open + 5 x vfs_read/ksys_read) and 2 failing opens, each
+	// with entry and exit: 2*(1+5+5) + 2*2 = 26.
+	require.Len(t, want, 26, "fentry events")
+	for _, mode := range []string{attach.ModeFSession, attach.ModeFentryMulti} {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			assert.Equal(t, want, run(mode))
+			assertNothingAttached(t)
+		})
+	}
 }
