@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
 	"github.com/ftprobe/ftprobe/internal/symbols"
@@ -36,10 +38,67 @@ const (
 	ModeKprobeKret    = "kprobe.multi+kretprobe.multi"
 	ModeKprobeSession = "kprobe.session"
 	ModeRawTP         = "raw_tp"
+	// Linux 7.x trampoline attach types (internal/attach/tracingmulti.go).
+	ModeFSession      = "fsession"       // one program at entry and exit (7.0)
+	ModeFentryMulti   = "fentry.multi"   // one link, many functions
+	ModeFexitMulti    = "fexit.multi"    //
+	ModeFSessionMulti = "fsession.multi" //
 )
 
 // HitModes lists the hit-cost modes.
-var HitModes = []string{ModeBaseline, ModeFentry, ModeFexit, ModeFentryFexit, ModeKprobeMulti, ModeKretMulti, ModeKprobeKret, ModeKprobeSession, ModeRawTP}
+var HitModes = []string{ModeBaseline, ModeFentry, ModeFexit, ModeFentryFexit, ModeFSession, ModeFentryMulti, ModeFexitMulti, ModeFSessionMulti,
+	ModeKprobeMulti, ModeKretMulti, ModeKprobeKret, ModeKprobeSession, ModeRawTP}
+
+// trampoline7 maps the 7.x modes to their counting program and attach type.
+var trampoline7 = map[string]struct {
+	prog string
+	at   ebpf.AttachType
+}{
+	ModeFSession:      {"count_fsession", attach.AttachTraceFSession},
+	ModeFentryMulti:   {"count_fentry", attach.AttachTraceFEntryMulti},
+	ModeFexitMulti:    {"count_fexit", attach.AttachTraceFExitMulti},
+	ModeFSessionMulti: {"count_fsession", attach.AttachTraceFSessionMulti},
+}
+
+// attach7 loads the counting program of a 7.x trampoline mode with ld and
+// links it to the functions fs (BTF names): one fsession link per function,
+// or one tracing multi link for all.
+func attach7(ld *attach.TrampolineLoader, mode string, fs []string) ([]*ebpf.Program, []link.Link, error) {
+	t := trampoline7[mode]
+	if mode == ModeFSession {
+		var progs []*ebpf.Program
+		var links []link.Link
+		for _, f := range fs {
+			p, err := ld.Load(t.prog, t.at, f)
+			if err != nil {
+				return progs, links, err
+			}
+			progs = append(progs, p)
+			l, err := attach.AttachFSession(p, 0)
+			if err != nil {
+				return progs, links, err
+			}
+			links = append(links, l)
+		}
+		return progs, links, nil
+	}
+	p, err := ld.Load(t.prog, t.at, attach.MultiTarget)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids := make([]btf.TypeID, len(fs))
+	cookies := make([]uint64, len(fs))
+	for i, f := range fs {
+		if ids[i], err = ld.IDs.ID(f); err != nil {
+			return []*ebpf.Program{p}, nil, err
+		}
+	}
+	l, err := attach.AttachTracingMulti(p, t.at, ids, cookies)
+	if err != nil {
+		return []*ebpf.Program{p}, nil, err
+	}
+	return []*ebpf.Program{p}, []link.Link{l}, nil
+}
 
 // Triggers.
 const (
@@ -78,9 +137,10 @@ func NewStat(s []float64) Stat {
 
 // counter is a loaded counting program with its hits map.
 type counter struct {
-	hits  *ebpf.Map
-	progs []*ebpf.Program
-	links []link.Link
+	hits    *ebpf.Map
+	progs   []*ebpf.Program
+	links   []link.Link
+	loaders []*attach.TrampolineLoader
 }
 
 func (c *counter) Close() {
@@ -89,6 +149,9 @@ func (c *counter) Close() {
 	}
 	for _, p := range c.progs {
 		p.Close()
+	}
+	for _, ld := range c.loaders {
+		ld.Close()
 	}
 	if c.hits != nil {
 		c.hits.Close()
@@ -190,6 +253,19 @@ func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target stri
 					l, err = link.KprobeMulti(p, o)
 				}
 			}
+		case ModeFSession, ModeFentryMulti, ModeFexitMulti, ModeFSessionMulti:
+			if err = attach.CheckAttachType(trampoline7[m].at); err != nil {
+				return err
+			}
+			ld, err := attach.NewTrampolineLoader(spec, map[string]*ebpf.Map{"hits": h})
+			if err != nil {
+				return err
+			}
+			c.loaders = append(c.loaders, ld)
+			ps, ls, err := attach7(ld, m, []string{target})
+			c.progs = append(c.progs, ps...)
+			c.links = append(c.links, ls...)
+			return err
 		case ModeRawTP:
 			if p, err = loadOne(spec, "count_raw_tp", "", h); err == nil {
 				l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_enter", Program: p})
@@ -221,7 +297,7 @@ func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target stri
 // hitsPerCall is how many counter increments one triggered call causes.
 func hitsPerCall(mode string) uint64 {
 	switch mode {
-	case ModeFentryFexit, ModeKprobeKret, ModeKprobeSession:
+	case ModeFentryFexit, ModeKprobeKret, ModeKprobeSession, ModeFSession, ModeFSessionMulti:
 		return 2
 	case ModeBaseline:
 		return 0

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -463,7 +464,7 @@ func runAttach(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Conf
 	}
 	for _, n := range cfg.AttachN {
 		fs := all[:n]
-		for _, mode := range []string{ModeKprobeMulti, ModeFentry, ModeFexit} {
+		for _, mode := range AttachModes {
 			row := AttachRow{Mode: mode, N: n, Supported: true}
 			var loadS, attS, detS []float64
 			for run := 0; run < cfg.Runs && row.Supported; run++ {
@@ -490,6 +491,10 @@ func runAttach(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Conf
 	}
 	return nil
 }
+
+// AttachModes are the attach-cost scenario's modes: one kprobe.multi link,
+// N fentry (fexit) links, and one tracing multi link (7.x).
+var AttachModes = []string{ModeKprobeMulti, ModeFentry, ModeFexit, ModeFentryMulti, ModeFSessionMulti}
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 
@@ -536,6 +541,35 @@ func attachOnce(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode string, fs []*s
 		}
 		att = time.Since(t1)
 		links = append(links, l)
+	case ModeFentryMulti, ModeFSessionMulti:
+		if e := attach.CheckAttachType(trampoline7[mode].at); e != nil {
+			return 0, 0, 0, info, kin.Explain(mode, "", e)
+		}
+		ld, e := attach.NewTrampolineLoader(spec, nil)
+		if e != nil {
+			return 0, 0, 0, info, kin.Explain(mode, "", e)
+		}
+		defer ld.Close()
+		p, e := ld.Load(trampoline7[mode].prog, trampoline7[mode].at, attach.MultiTarget)
+		if e != nil {
+			return 0, 0, 0, info, kin.Explain(mode, "", e)
+		}
+		progs = append(progs, p)
+		load = time.Since(t0)
+		ids := make([]btf.TypeID, len(fs))
+		for i, f := range fs {
+			if ids[i], e = ld.IDs.ID(f.BTFName); e != nil {
+				return 0, 0, 0, info, kin.Explain(mode, f.Display(), e)
+			}
+		}
+		t1 := time.Now()
+		l, e := attach.AttachTracingMulti(p, trampoline7[mode].at, ids, make([]uint64, len(ids)))
+		if e != nil {
+			return 0, 0, 0, info, kin.Explain(mode, fmt.Sprintf("%d functions", len(fs)), e)
+		}
+		att = time.Since(t1)
+		links = append(links, l)
+		info.tramps = len(fs)
 	default:
 		prog := map[string]string{ModeFentry: "count_fentry", ModeFexit: "count_fexit"}[mode]
 		for _, f := range fs {

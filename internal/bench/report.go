@@ -187,7 +187,7 @@ func (r *Report) Plot(path string) (err error) {
 	p2.X.Label.Text = "N functions"
 	p2.Y.Label.Text = "attach ms (median)"
 	var lines []any
-	for _, mode := range []string{ModeKprobeMulti, ModeFentry, ModeFexit} {
+	for _, mode := range AttachModes {
 		var xy plotter.XYs
 		for _, row := range r.Attach {
 			if row.Mode == mode && row.Supported {
@@ -229,6 +229,12 @@ func shortMode(m string) string {
 		return "fentry+fexit"
 	case ModeKprobeMulti:
 		return "kmulti"
+	case ModeFentryMulti:
+		return "fentry.m"
+	case ModeFexitMulti:
+		return "fexit.m"
+	case ModeFSessionMulti:
+		return "fsess.m"
 	}
 	return m
 }

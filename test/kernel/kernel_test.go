@@ -630,6 +630,7 @@ func TestCompareCounts(t *testing.T) {
 			N         int
 			Supported bool
 			Links     int
+			Programs  int
 		} `json:"attach_cost"`
 		Stream []struct {
 			Mode      string
@@ -641,7 +642,8 @@ func TestCompareCounts(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &r))
 	assert.Equal(t, "ftprobe-compare/v1", r.Schema)
 	fam := map[string]string{"fentry": attach.ModeFentry, "fexit": attach.ModeFentry, "fentry+fexit": attach.ModeFentry,
-		"kprobe.multi": attach.ModeKprobeMulti, "kretprobe.multi": attach.ModeKprobeMulti, "kprobe.multi+kretprobe.multi": attach.ModeKprobeMulti}
+		"kprobe.multi": attach.ModeKprobeMulti, "kretprobe.multi": attach.ModeKprobeMulti, "kprobe.multi+kretprobe.multi": attach.ModeKprobeMulti,
+		"fsession": attach.ModeFSession, "fentry.multi": attach.ModeFentryMulti, "fexit.multi": attach.ModeFentryMulti, "fsession.multi": attach.ModeFentryMulti}
 	rows := 0
 	for _, h := range r.Hit {
 		if h.Mode == "baseline" {
@@ -674,8 +676,9 @@ func TestCompareCounts(t *testing.T) {
 	assert.GreaterOrEqual(t, rows, 2*6+2*2+2, "every mode keeps its row")
 	for _, a := range r.Attach {
 		if a.Supported {
-			if a.Mode == "kprobe.multi" {
-				assert.Equal(t, 1, a.Links)
+			if strings.HasSuffix(a.Mode, ".multi") { // kprobe.multi, fentry.multi, fsession.multi: one link
+				assert.Equal(t, 1, a.Links, a.Mode)
+				assert.Equal(t, 1, a.Programs, a.Mode)
 			} else {
 				assert.Equal(t, a.N, a.Links)
 			}
