@@ -379,16 +379,18 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 	resF, errF := k.Resolve(o.Patterns, o.Excludes, attach.ModeFentry, 0)
 	order := []string{attach.ModeFentry, attach.ModeKprobeMulti, attach.ModeKprobe}
 	why := "fentry/fexit trampolines cost less per call"
-	if errF == nil && attach.KernelHasAttachType("BPF_TRACE_FENTRY_MULTI") {
-		// 7.x: trampolines' per-call cost with one link for all functions.
-		order = []string{attach.ModeFentryMulti, attach.ModeKprobeMulti, attach.ModeFentry, attach.ModeKprobe}
-		why = "this kernel has tracing multi links: trampoline per-call cost, all functions attached with one link"
-	} else if errF != nil || len(resF.Funcs) > autoFentryLimit {
+	if errF != nil || len(resF.Funcs) > autoFentryLimit {
 		order = []string{attach.ModeKprobeMulti, attach.ModeFentry, attach.ModeKprobe}
 		why = "one kprobe.multi link attaches many functions in one syscall"
 		if errF != nil {
 			why = "not every function can take fentry"
 		}
+	}
+	if errF == nil && attach.KernelHasAttachType("BPF_TRACE_FENTRY_MULTI") {
+		// 7.x: trampolines' per-call cost with one link for all functions;
+		// where the kernel refuses the link (arm64 7.3), the order above.
+		order = append([]string{attach.ModeFentryMulti}, order...)
+		why = "this kernel has tracing multi links: trampoline per-call cost, all functions attached with one link"
 	}
 	var firstErr error
 	var unavailable []string
