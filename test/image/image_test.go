@@ -327,11 +327,21 @@ func extract(t *testing.T, w want, arch string) string {
 	img, err := readOCI(w.archive(arch))
 	require.NoError(t, err)
 	require.NotEmpty(t, img.Binary, "no /ftprobe in the %s image", arch)
-	dir := t.TempDir()
-	require.NoError(t, os.Chmod(dir, 0o755))
+	dir := publicDir(t)
 	bin := filepath.Join(dir, "ftprobe")
 	require.NoError(t, os.WriteFile(bin, img.Binary, 0o755))
 	return bin
+}
+
+// publicDir returns a new directory that nobody can read and search (the
+// parents of t.TempDir are 0700), removed when the test ends.
+func publicDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ftprobe-image-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	return dir
 }
 
 // TestImageVersion runs the host-architecture binary from its image:
@@ -380,8 +390,11 @@ func TestImageWithoutPrivilege(t *testing.T) {
 		required(t, "setpriv (util-linux) not found")
 	}
 	bin := extract(t, w, runtime.GOARCH)
+	dir := filepath.Dir(bin)
 	nobody := func(args ...string) *exec.Cmd {
-		return exec.Command(setpriv, append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", bin}, args...)...)
+		c := exec.Command(setpriv, append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", bin}, args...)...)
+		c.Dir = dir
+		return c
 	}
 	const missing = "missing privilege: needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN), has none of them; run as root, or the container with --privileged"
 	for _, args := range [][]string{
@@ -403,8 +416,12 @@ func TestImageWithoutPrivilege(t *testing.T) {
 		}
 	}
 	// compare --from renders a saved report: no privilege needed.
-	code, _, stderr := run(t, nobody("compare", "--from", "../../docs/compare-arm64-7.3.json"))
+	report, err := os.ReadFile("../../docs/compare-arm64-7.3.json")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "compare.json"), report, 0o644))
+	code, stdout, stderr := run(t, nobody("compare", "--from", "compare.json"))
 	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "7.3.4+deb13-arm64", "the saved report's kernel")
 
 	// Root, but tracefs not mounted: unsupported (3), with the mount command.
 	unshare, err := exec.LookPath("unshare")
