@@ -1,8 +1,10 @@
 #!/bin/sh
-# setup.sh [qemu] [clang]: install what ftprobe's lab and generator need,
-# from the host's own apt sources, only when missing.
-#   qemu   qemu-system-arm, qemu-system-x86 (the kernel lab)
-#   clang  clang, llvm, libbpf-dev, linux-libc-dev (bpf2go regeneration)
+# setup.sh [qemu] [clang] [buildah]: install what ftprobe's lab, generator
+# and image build need, from the host's own apt sources, only when missing.
+#   qemu     qemu-system-arm, qemu-system-x86 (the kernel lab)
+#   clang    clang, llvm, libbpf-dev, linux-libc-dev (bpf2go regeneration)
+#   buildah  buildah (`make image` without a Docker engine; vfs storage and
+#            chroot isolation need no daemon)
 set -eu
 need=""
 for what in "$@"; do
@@ -18,6 +20,9 @@ for what in "$@"; do
 		command -v llvm-strip >/dev/null || need="$need llvm"
 		[ -e /usr/include/bpf/bpf_helpers.h ] || need="$need libbpf-dev"
 		[ -e /usr/include/linux/bpf.h ] || need="$need linux-libc-dev"
+		;;
+	buildah)
+		command -v buildah >/dev/null || docker info >/dev/null 2>&1 || need="$need buildah"
 		;;
 	*) echo "setup.sh: unknown component $what" >&2; exit 2 ;;
 	esac

@@ -66,6 +66,9 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 				}
 				return emitReport(cmd, rep, jsonFile, plotFile)
 			}
+			if err := needPrivilege("compare"); err != nil {
+				return err
+			}
 			kin := kfeat.Load()
 			if !kfeat.TracefsMounted() {
 				return exitcode.Wrap(exitcode.Unsupported, symbols.ErrNoTracefs)

@@ -21,7 +21,9 @@ func newFeaturesCmd() *cobra.Command {
 		Long: `features loads and attaches a trivial counting program to ` + features.Target + ` in each
 mode (fentry, fexit, kprobe.multi, kretprobe.multi, kprobe.session, kprobe,
 kretprobe, tp_btf), detaches it, and reports the kernel release, BTF, tracefs,
-lockdown, capabilities and the kernel config that decides each verdict.`,
+lockdown, capabilities and the kernel config that decides each verdict.
+Without CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) it still prints the
+report, then exits 2 naming the missing capabilities.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r := features.Probe(kfeat.Load())
@@ -29,7 +31,10 @@ lockdown, capabilities and the kernel config that decides each verdict.`,
 			if asJSON {
 				enc := json.NewEncoder(w)
 				enc.SetIndent("", "  ")
-				return enc.Encode(r)
+				if err := enc.Encode(r); err != nil {
+					return err
+				}
+				return needPrivilege("features")
 			}
 			fmt.Fprintf(w, "kernel      %s %s", r.Release, r.Arch)
 			if r.Emulated != "" {
@@ -62,7 +67,9 @@ lockdown, capabilities and the kernel config that decides each verdict.`,
 			if r.Hint != "" {
 				fmt.Fprintf(w, "\nhint: %s\n", r.Hint)
 			}
-			return nil
+			// Without the capabilities no verdict above is about the
+			// kernel: exit 2 like trace and compare, naming what is missing.
+			return needPrivilege("features")
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON output")

@@ -61,6 +61,9 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 			if o.Output != "text" && o.Output != "json" && o.Output != "perfetto" {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--output %q: want text, json or perfetto", o.Output))
 			}
+			if err := needPrivilege("trace"); err != nil {
+				return err
+			}
 			o.Filters.TGID, o.Filters.TID = pid, tid
 			o.RingbufSize = bufferSize
 			o.Out = cmd.OutOrStdout()

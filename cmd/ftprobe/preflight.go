@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/ftprobe/ftprobe/internal/exitcode"
+	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+// needPrivilege checks, before trace or compare touch the kernel, that the
+// tracing capabilities are held, and names every missing one together with
+// the missing mounts: an unprivileged container lacks both, and a tracefs
+// that is mounted but unreadable without privilege looks unmounted. It
+// returns an exit-code-2 error wrapping kfeat.ErrPrivilege, or nil (a
+// missing tracefs with privilege is reported later as unsupported, 3).
+func needPrivilege(what string) error {
+	if kfeat.HasTracingCaps() {
+		return nil
+	}
+	held := kfeat.CapNames()
+	has := "none of them"
+	if len(held) > 0 {
+		has = "only " + strings.Join(held, ", ")
+	}
+	msg := fmt.Sprintf("needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN), has %s; run as root, or the container with --privileged", has)
+	if !tracefsMounted() {
+		msg += "; tracefs is not mounted either (mount -t tracefs tracefs " + symbols.TracefsPath + ", or -v " + symbols.TracefsPath + ":" + symbols.TracefsPath + " for a container)"
+	}
+	return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("%s: %w: %s", what, kfeat.ErrPrivilege, msg))
+}
+
+// tracefsMounted reports whether /proc/self/mounts lists a tracefs at
+// TracefsPath; unlike kfeat.TracefsMounted it needs no privilege.
+func tracefsMounted() bool {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return kfeat.TracefsMounted()
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 3 && f[1] == symbols.TracefsPath && f[2] == "tracefs" {
+			return true
+		}
+	}
+	return false
+}
