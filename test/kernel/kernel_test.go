@@ -836,7 +836,7 @@ func TestSameEventsAsFentry(t *testing.T) {
 		evs, sum := traceInThread(t, mode, funcs, attach.Filters{}, func() {
 			_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 5})
 			require.NoError(t, err)
-			_, err = workload.Run(workload.Spec{Kind: "openfail", Count: 2})
+			_, err = workload.Run(workload.Spec{Kind: "openfail", Path: "/nonexistent", Count: 2})
 			require.NoError(t, err)
 		})
 		assert.False(t, sum.Losses.Any(), "%s losses: %+v", mode, sum.Losses)
