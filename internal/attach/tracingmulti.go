@@ -201,43 +201,14 @@ func LoadTrampoline(ps *ebpf.ProgramSpec, at ebpf.AttachType, target string, map
 		}
 		targetID = id
 	}
-	insns := make(asm.Instructions, len(ps.Instructions))
-	copy(insns, ps.Instructions)
-	for i := range insns {
-		ins := &insns[i]
-		if btf.CORERelocationMetadata(ins) != nil {
-			return nil, fmt.Errorf("program %s: CO-RE relocations are not supported by the trampoline loader", ps.Name)
-		}
-		switch {
-		case ins.IsLoadFromMap():
-			m := maps[ins.Reference()]
-			if m == nil {
-				return nil, fmt.Errorf("program %s: no map %q", ps.Name, ins.Reference())
-			}
-			if err := ins.AssociateMap(m); err != nil {
-				return nil, err
-			}
-		case ins.IsKfuncCall():
-			id, err := ids.ID(ins.Reference())
-			if err != nil {
-				return nil, fmt.Errorf("program %s: kfunc: %w", ps.Name, err)
-			}
-			*ins = ins.WithReference("")
-			ins.Constant = int64(id)
-			ins.Offset = 0 // vmlinux BTF
-		case ins.IsFunctionCall() || ins.IsFunctionReference():
-			return nil, fmt.Errorf("program %s: BPF-to-BPF calls are not supported by the trampoline loader", ps.Name)
-		}
+	fders := make(map[string]asm.FDer, len(maps))
+	for k, v := range maps {
+		fders[k] = v
 	}
-	var buf bytes.Buffer
-	bo := ps.ByteOrder
-	if bo == nil {
-		bo = binary.LittleEndian // the bpfel objects of both targets
+	code, err := trampolineCode(ps, fders, ids)
+	if err != nil {
+		return nil, err
 	}
-	if err := insns.Marshal(&buf, bo); err != nil {
-		return nil, fmt.Errorf("program %s: %w", ps.Name, err)
-	}
-	code := buf.Bytes()
 	license := []byte("GPL\x00")
 	attr := progLoadAttr{
 		ProgType:           progTypeTracing,
@@ -274,6 +245,48 @@ func LoadTrampoline(ps *ebpf.ProgramSpec, at ebpf.AttachType, target string, map
 		return nil, err
 	}
 	return prog, nil
+}
+
+// trampolineCode resolves the map references (to maps' fds) and kfunc
+// calls (to vmlinux BTF ids) of ps and returns its bytecode.
+func trampolineCode(ps *ebpf.ProgramSpec, maps map[string]asm.FDer, ids *FuncIDs) ([]byte, error) {
+	insns := make(asm.Instructions, len(ps.Instructions))
+	copy(insns, ps.Instructions)
+	for i := range insns {
+		ins := &insns[i]
+		if btf.CORERelocationMetadata(ins) != nil {
+			return nil, fmt.Errorf("program %s: CO-RE relocations are not supported by the trampoline loader", ps.Name)
+		}
+		switch {
+		case ins.IsLoadFromMap():
+			m := maps[ins.Reference()]
+			if m == nil {
+				return nil, fmt.Errorf("program %s: no map %q", ps.Name, ins.Reference())
+			}
+			if err := ins.AssociateMap(m); err != nil {
+				return nil, err
+			}
+		case ins.IsKfuncCall():
+			id, err := ids.ID(ins.Reference())
+			if err != nil {
+				return nil, fmt.Errorf("program %s: kfunc: %w", ps.Name, err)
+			}
+			*ins = ins.WithReference("")
+			ins.Constant = int64(id)
+			ins.Offset = 0 // vmlinux BTF
+		case ins.IsFunctionCall() || ins.IsFunctionReference():
+			return nil, fmt.Errorf("program %s: BPF-to-BPF calls are not supported by the trampoline loader", ps.Name)
+		}
+	}
+	var buf bytes.Buffer
+	bo := ps.ByteOrder
+	if bo == nil {
+		bo = binary.LittleEndian // the bpfel objects of both targets
+	}
+	if err := insns.Marshal(&buf, bo); err != nil {
+		return nil, fmt.Errorf("program %s: %w", ps.Name, err)
+	}
+	return buf.Bytes(), nil
 }
 
 // AttachTracingMulti creates one tracing multi link (BPF_LINK_TYPE_TRACING_MULTI)
@@ -351,7 +364,11 @@ func NewFuncIDs() (*FuncIDs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vmlinux BTF: %w", err)
 	}
-	return &FuncIDs{spec: spec, cache: map[string]btf.TypeID{}}, nil
+	return newFuncIDs(spec), nil
+}
+
+func newFuncIDs(spec *btf.Spec) *FuncIDs {
+	return &FuncIDs{spec: spec, cache: map[string]btf.TypeID{}}
 }
 
 // ID returns the BTF id of the vmlinux function name. Errors wrap

@@ -1,0 +1,108 @@
+package attach
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+	"unsafe"
+
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
+)
+
+// The attribute layouts must match union bpf_attr as the 7.3 kernels'
+// BTF gives it (offsets read there with a BTF dump in the lab).
+func TestAttrLayouts(t *testing.T) {
+	var p progLoadAttr
+	assert.EqualValues(t, 48, unsafe.Offsetof(p.ProgName))
+	assert.EqualValues(t, 68, unsafe.Offsetof(p.ExpectedAttachType))
+	assert.EqualValues(t, 108, unsafe.Offsetof(p.AttachBTFID))
+	assert.EqualValues(t, 112, unsafe.Offsetof(p.AttachBTFObjFd))
+	assert.EqualValues(t, 120, unsafe.Offsetof(p.FdArray))
+	assert.EqualValues(t, 144, unsafe.Sizeof(p))
+	var m linkCreateTracingMulti
+	assert.EqualValues(t, 8, unsafe.Offsetof(m.AttachType))
+	assert.EqualValues(t, 16, unsafe.Offsetof(m.IDs))
+	assert.EqualValues(t, 24, unsafe.Offsetof(m.Cookies))
+	assert.EqualValues(t, 32, unsafe.Offsetof(m.Cnt))
+	var tr linkCreateTracing
+	assert.EqualValues(t, 16, unsafe.Offsetof(tr.TargetBTFID))
+	assert.EqualValues(t, 24, unsafe.Offsetof(tr.Cookie))
+}
+
+type fakeFD int
+
+func (f fakeFD) FD() int { return int(f) }
+
+// fakeKernel is a BTF spec holding the kfunc the session programs call,
+// after n filler types so its id is not 1.
+func fakeKernel(t *testing.T, n int) (*FuncIDs, btf.TypeID) {
+	b, err := btf.NewBuilder(nil, nil)
+	require.NoError(t, err)
+	for i := 0; i < n; i++ {
+		_, err := b.Add(&btf.Int{Name: "filler" + string(rune('a'+i)), Size: 4})
+		require.NoError(t, err)
+	}
+	proto := &btf.FuncProto{Return: &btf.Int{Name: "_Bool", Size: 1, Encoding: btf.Bool},
+		Params: []btf.FuncParam{{Name: "ctx", Type: &btf.Pointer{Target: &btf.Void{}}}}}
+	_, err = b.Add(&btf.Func{Name: "bpf_session_is_return", Type: proto, Linkage: btf.GlobalFunc})
+	require.NoError(t, err)
+	raw, err := b.Marshal(nil, nil)
+	require.NoError(t, err)
+	spec, err := btf.LoadSpecFromReader(bytes.NewReader(raw))
+	require.NoError(t, err)
+	ids := newFuncIDs(spec)
+	id, err := ids.ID("bpf_session_is_return")
+	require.NoError(t, err)
+	return ids, id
+}
+
+// TestTrampolineCode checks the loader's relocation of the fsession trace
+// program: every map load carries its map's fd, the kfunc call carries the
+// kfunc's BTF id from the kernel's spec, and nothing else is rewritten.
+func TestTrampolineCode(t *testing.T) {
+	spec, err := bpfobj.LoadTrace()
+	require.NoError(t, err)
+	ids, kfuncID := fakeKernel(t, 5)
+	require.Greater(t, int(kfuncID), 5, "after the fillers: a wrong id source would give a small one")
+	fds := map[string]asm.FDer{}
+	want := map[int32]bool{}
+	for i, name := range []string{".rodata", "events", "stacks", "zero_stack", "stats", "funcs", "tgids"} {
+		fds[name] = fakeFD(100 + i)
+		want[int32(100+i)] = true
+	}
+	ps := spec.Programs["ftp_fsession"]
+	code, err := trampolineCode(ps, fds, ids)
+	require.NoError(t, err)
+	require.Zero(t, len(code)%asm.InstructionSize)
+	kfuncs, mapLoads := 0, 0
+	for off := 0; off < len(code); off += asm.InstructionSize {
+		op, regs := code[off], code[off+1]
+		src := regs >> 4
+		imm := int32(binary.LittleEndian.Uint32(code[off+4:]))
+		switch {
+		case op == 0x85 && src == 2: // call, BPF_PSEUDO_KFUNC_CALL
+			kfuncs++
+			assert.EqualValues(t, kfuncID, imm, "kfunc call carries the BTF id")
+		case op == 0x18 && (src == 1 || src == 2): // ld_imm64 map fd / map value
+			mapLoads++
+			assert.True(t, want[imm], "map load at %d carries fd %d", off/8, imm)
+			off += asm.InstructionSize
+		case op == 0x18:
+			off += asm.InstructionSize
+		}
+	}
+	assert.Equal(t, 1, kfuncs, "one bpf_session_is_return call")
+	assert.Greater(t, mapLoads, 5)
+	// The spec itself is left untouched for the next load.
+	assert.Equal(t, "bpf_session_is_return", ps.Instructions[1].Reference())
+
+	_, err = trampolineCode(ps, map[string]asm.FDer{}, ids)
+	assert.ErrorContains(t, err, "no map")
+	_, err = trampolineCode(spec.Programs["ftp_fork"], fds, ids)
+	assert.ErrorContains(t, err, "CO-RE")
+}
