@@ -64,10 +64,10 @@ const (
 
 // Options configure Open.
 type Options struct {
-	Mode        string
-	Funcs       []*symbols.Func // IDs must be 0..len-1 (with MultiFuncs: 0..len(Funcs)+len(MultiFuncs)-1)
-	MultiFuncs  []*symbols.Func // ModeMixed: the functions for kprobe.multi
-	Filters     Filters
+	Mode       string
+	Funcs      []*symbols.Func // IDs must be 0..len-1 (with MultiFuncs: 0..len(Funcs)+len(MultiFuncs)-1)
+	MultiFuncs []*symbols.Func // ModeMixed: the functions for kprobe.multi
+	Filters    Filters
 	// Strings reads the `char *` arguments (StringArgs) at entry into the
 	// record, up to StrMax strings of StrLen bytes each.
 	Strings bool
