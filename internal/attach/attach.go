@@ -524,10 +524,10 @@ func FuncFlags(f *symbols.Func) uint32 {
 
 // StringArgs returns the indexes of the parameters of f that --strings
 // reads: `char *` (any qualifiers) among the first 6, at most StrMax. None
-// without a usable prototype (no BTF, or a struct passed by value, which
-// shifts the argument registers).
+// without a prototype that describes the registers (symbols.Func.ProtoErr:
+// no BTF, a struct passed by value, a compiler copy).
 func StringArgs(f *symbols.Func) []int {
-	if f.Proto == nil || f.Proto.StructByValue != "" {
+	if f.Proto == nil || f.ProtoErr != "" {
 		return nil
 	}
 	var out []int

@@ -194,9 +194,11 @@ func AppendArgs(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {
 	b = append(b, '(')
 	n := int(e.Nargs)
 	var params []symbols.Param
-	// A struct passed by value can take two argument registers, which
-	// shifts every later parameter: show raw registers then.
-	if f != nil && f.Proto != nil && f.Proto.StructByValue == "" {
+	// A prototype that does not describe the registers (a struct passed by
+	// value takes two and shifts every later parameter; a compiler copy may
+	// drop or reorder parameters): show raw registers then (ProtoErr says
+	// why, in --verbose).
+	if f != nil && f.Proto != nil && f.ProtoErr == "" {
 		params = f.Proto.Params
 		n = min(len(params), 6)
 	}

@@ -65,3 +65,19 @@ func TestEnumParams(t *testing.T) {
 	_, err = ProtoFromBTF(&btf.Func{Name: "g", Type: &btf.Int{Name: "int", Size: 4}})
 	assert.ErrorContains(t, err, "not a prototype")
 }
+
+// TestProtoErr: functions whose BTF prototype does not describe their
+// registers say why, and their arguments decode raw.
+func TestProtoErr(t *testing.T) {
+	k := fixtureKernel(t, "arm64", 8)
+	got := map[string]string{}
+	fs, err := k.Match([]string{"do_sys_openat2", "struct_arg_fn", "inlined_helper", "ksys_msgctl", "vfs_read_iter_helper"}, nil)
+	require.NoError(t, err)
+	for _, f := range fs {
+		got[f.Name] = f.ProtoErr
+	}
+	assert.Equal(t, "", got["do_sys_openat2"])
+	assert.Contains(t, got["struct_arg_fn"], "struct passed by value (how)")
+	assert.Contains(t, got["ksys_msgctl.constprop.0"], "compiler copy ksys_msgctl.constprop.0 has no BTF of its own")
+	assert.Contains(t, got["vfs_read_iter_helper"], "no BTF prototype")
+}

@@ -725,6 +725,9 @@ func (k *Kernel) describe(i int) *Func {
 	if f.Proto != nil && f.Proto.StructByValue != "" {
 		f.ProtoErr = "struct passed by value (" + f.Proto.StructByValue + ") shifts the argument registers"
 	}
+	if f.Proto != nil && IsSuffixedCopy(s.Name) {
+		f.ProtoErr = "compiler copy " + s.Name + " has no BTF of its own; the original's prototype may not match its registers"
+	}
 	if common == "" {
 		switch {
 		case f.Proto == nil:
