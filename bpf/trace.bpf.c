@@ -309,7 +309,8 @@ static __always_inline long read_str(char *dst, __u64 ptr, __u8 *flags)
 
 /* fill_tail fills the tail of a full record: the string arguments the
  * funcs map names (--strings) and the kernel stack (--stack). */
-static __always_inline void fill_tail(void *ctx, struct event *e, __u32 func_id, __u64 *args)
+static __always_inline void fill_tail(void *ctx, struct event *e, __u32 func_id, __u64 *args,
+				      __u8 mode, int entry)
 {
 	e->str_len[0] = 0;
 	e->str_len[1] = 0;
@@ -336,7 +337,26 @@ static __always_inline void fill_tail(void *ctx, struct event *e, __u32 func_id,
 		}
 	}
 	if (want_stack) {
-		long n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+		long n;
+#if defined(__TARGET_ARCH_arm64)
+		if (entry && mode != FTP_MODE_FENTRY) {
+			/* A kprobe or fprobe at a function's entry runs before its
+			 * prologue: the frame pointer is still the caller's, so the
+			 * arm64 frame-record unwinder starts at the caller's caller
+			 * and the direct caller, still in the link register,
+			 * is missing (vfs_read, __arm64_sys_read without
+			 * ksys_read). Put it back as the second frame. (fentry
+			 * runs from the trampoline, which builds frame records
+			 * for the traced function: nothing is missing there.) */
+			n = bpf_get_stack(ctx, &e->kstack[1], sizeof(e->kstack) - 8, 0);
+			if (n >= 8) {
+				e->kstack[0] = e->kstack[1];
+				e->kstack[1] = ((struct pt_regs *)ctx)->regs[30];
+				n += 8;
+			}
+		} else
+#endif
+		n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 		if (n < 0)
 			count(FTP_STAT_STACK_FAIL);
 		e->stack_len = n;
@@ -390,7 +410,7 @@ static __always_inline int on_entry(void *ctx, __u32 func_id, __u64 *args, __u8 
 	for (int i = 0; i < FTP_MAX_ARGS; i++)
 		e->args[i] = args[i];
 	if (want_strings || want_stack)
-		fill_tail(ctx, e, func_id, args);
+		fill_tail(ctx, e, func_id, args, mode, 1);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
@@ -524,7 +544,7 @@ static __always_inline int on_exit(void *ctx, __u32 func_id, __u64 raw_ret, __u8
 		/* Strings re-read now from the entry's pointers, the stack taken
 		 * at exit (the same callers are on it). */
 		if ((want_strings && f) || want_stack)
-			fill_tail(ctx, e, func_id, fargs);
+			fill_tail(ctx, e, func_id, fargs, mode, 0);
 	}
 	bpf_ringbuf_submit(e, 0);
 	return 0;

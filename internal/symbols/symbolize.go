@@ -47,9 +47,11 @@ func LoadSymbolizer() (*Symbolizer, error) {
 const maxSymbolSize = 1 << 20
 
 // Symbolize returns "name+0xOFF" (" [module]" appended outside vmlinux)
-// for a return address, or "0xADDR" when no symbol covers it. The lookup
-// uses addr-1, like the kernel's %pB, so a call at the very end of a
-// function is attributed to it and not to the next one.
+// for a stack address, or "0xADDR" when no symbol covers it. The lookup
+// uses addr-1, like the kernel's %pB for return addresses, so a call at
+// the very end of a function is attributed to it and not to the next one;
+// an address that is exactly a symbol's start is that symbol (a kprobe's
+// pc at function entry is the first frame of its stack).
 func (s *Symbolizer) Symbolize(addr uint64) string {
 	if r, ok := s.cache[addr]; ok {
 		return r
@@ -62,6 +64,9 @@ func (s *Symbolizer) Symbolize(addr uint64) string {
 func (s *Symbolizer) lookup(addr uint64) string {
 	q := addr - 1
 	i := sort.Search(len(s.syms), func(i int) bool { return s.syms[i].Addr > q }) - 1
+	if i+1 < len(s.syms) && s.syms[i+1].Addr == addr {
+		i++
+	}
 	if i < 0 || addr == 0 || q-s.syms[i].Addr >= maxSymbolSize {
 		return "0x" + strconv.FormatUint(addr, 16)
 	}

@@ -38,7 +38,9 @@ func TestSymbolizer(t *testing.T) {
 		0xffff800000a10124: "ext4_file_read_iter+0x124 [ext4]",
 		// A return address right after a call that ends vfs_read belongs
 		// to vfs_read (addr-1 lookup), not to vfs_readv.
-		0xffff8000803a8650: "vfs_read+0x338",
+		0xffff8000803a8647: "vfs_read+0x32f",
+		// Exactly a symbol's start: a kprobe's pc at entry.
+		0xffff8000803a8318: "vfs_read+0x0",
 		0xffff800000000010: "0xffff800000000010", // below every symbol
 		0xffff9000803b0000: "0xffff9000803b0000", // far above the last one
 	} {
@@ -46,7 +48,7 @@ func TestSymbolizer(t *testing.T) {
 	}
 	// Cached: the same answer from the cache.
 	assert.Equal(t, "ksys_read+0x5c", s.Symbolize(0xffff8000803b006c))
-	assert.Len(t, s.cache, 9)
+	assert.Len(t, s.cache, 10)
 }
 
 func TestEnumParams(t *testing.T) {
