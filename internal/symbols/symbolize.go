@@ -67,7 +67,7 @@ func (s *Symbolizer) lookup(addr uint64) string {
 	if i+1 < len(s.syms) && s.syms[i+1].Addr == addr {
 		i++
 	}
-	if i < 0 || addr == 0 || q-s.syms[i].Addr >= maxSymbolSize {
+	if i < 0 || addr == 0 || addr-s.syms[i].Addr > maxSymbolSize {
 		return "0x" + strconv.FormatUint(addr, 16)
 	}
 	sym := s.syms[i]
