@@ -42,6 +42,8 @@ enum ftp_flags {
 	FTP_F_NO_ENTRY = 1,  /* exit without a recorded entry: duration unknown */
 	FTP_F_HAS_ARGS = 2,  /* args[] hold the entry arguments */
 	FTP_F_DEFERRED = 4,  /* entry was not emitted (duration/errors filter) */
+	FTP_F_STRINGS = 8,   /* the tail's str_* fields are valid (--strings) */
+	FTP_F_STACK = 16,    /* the tail's stack_len/kstack are valid (--stack) */
 };
 
 /* Indexes of the per-CPU loss and hit counters in `stats`. */
@@ -53,7 +55,9 @@ enum ftp_stat {
 	FTP_STAT_STACK_FULL = 4,    /* no per-thread stack could be created */
 	FTP_STAT_ENTRY_HITS = 5,    /* entries that passed the filters */
 	FTP_STAT_EXIT_HITS = 6,     /* exits that passed the filters */
-	FTP_STAT_MAX = 8,
+	FTP_STAT_STR_FAULT = 7,     /* --strings: a string read failed (<fault>) */
+	FTP_STAT_STACK_FAIL = 8,    /* --stack: bpf_get_stack failed */
+	FTP_STAT_MAX = 10,
 };
 
 /* Per-function flags in `funcs`, filled from BTF in user space. Bits 8-15
@@ -64,6 +68,20 @@ enum ftp_func_flags {
 	FTP_FN_RET_SIGNED = 1, /* signed integer return */
 	FTP_FN_RET_PTR = 2,    /* pointer return (ERR_PTR aware) */
 	FTP_FN_RET_VOID = 4,
+};
+
+/* --strings: bits 16-18 and 19-21 of a function's flags hold 1 + the
+ * argument index of its first and second `char *` parameter (0 = none),
+ * chosen from BTF in user space. */
+#define FTP_FN_STR_SHIFT 16
+#define FTP_MAX_STRS 2      /* strings read per event */
+#define FTP_STR_LEN 128     /* bytes per string, NUL included */
+#define FTP_STACK_DEPTH 32  /* kernel stack frames per event */
+
+/* str_flags bits per string slot. */
+enum ftp_str_flags {
+	FTP_S_TRUNCATED = 1, /* the string is longer than FTP_STR_LEN - 1 */
+	FTP_S_USER = 2,      /* read as a user pointer */
 };
 
 struct event {
@@ -82,7 +100,19 @@ struct event {
 	__u8 nargs;
 	char comm[FTP_COMM_LEN];
 	__u8 _pad[2];
+	/* Tail, in the record only with --strings or --stack (FTP_F_STRINGS,
+	 * FTP_F_STACK); without them the record ends at str_len
+	 * (FTP_EVENT_HDR bytes). */
+	__s16 str_len[FTP_MAX_STRS]; /* bytes read incl. NUL, -errno on a fault, 0 = none/NULL */
+	__u8 str_arg[FTP_MAX_STRS];  /* argument index of each string */
+	__u8 str_flags[FTP_MAX_STRS];/* enum ftp_str_flags */
+	__s32 stack_len;             /* bytes in kstack, or -errno from bpf_get_stack */
+	__u32 _pad2;
+	char str[FTP_MAX_STRS][FTP_STR_LEN];
+	__u64 kstack[FTP_STACK_DEPTH]; /* return addresses, innermost first */
 };
+
+#define FTP_EVENT_HDR __builtin_offsetof(struct event, str_len)
 
 struct frame {
 	__u64 ts_ns;
@@ -151,6 +181,8 @@ volatile const __u8 filter_comm_len = 0;
 volatile const char filter_comm[FTP_COMM_LEN] = {};
 volatile const __u64 min_duration_ns = 0;
 volatile const __u8 errors_only = 0;
+volatile const __u8 want_strings = 0; /* --strings */
+volatile const __u8 want_stack = 0;   /* --stack */
 
 /* Keeps struct event in BTF for bpf2go -type. */
 const struct event *unused_event __attribute__((unused));
@@ -223,7 +255,127 @@ static __always_inline void fill_common(struct event *e, __u64 pid_tgid, __u32 f
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 }
 
-static __always_inline int on_entry(__u32 func_id, __u64 *args, __u8 nargs, __u8 mode)
+/* reserve_event reserves a record with the tail when --strings or --stack
+ * is on, the header only otherwise (want_* are frozen .rodata: the
+ * verifier sees one branch). */
+static __always_inline struct event *reserve_event(void)
+{
+	if (want_strings || want_stack)
+		return bpf_ringbuf_reserve(&events, sizeof(struct event), 0);
+	return bpf_ringbuf_reserve(&events, FTP_EVENT_HDR, 0);
+}
+
+static __always_inline __u64 pick_arg(__u64 *args, __u32 i)
+{
+	switch (i) {
+	case 0: return args[0];
+	case 1: return args[1];
+	case 2: return args[2];
+	case 3: return args[3];
+	case 4: return args[4];
+	case 5: return args[5];
+	}
+	return 0;
+}
+
+/* read_str reads the NUL-terminated string at ptr into dst.
+ *
+ * User or kernel pointer: BTF has lost __user (do_sys_openat2's filename is
+ * a user pointer, getname's result a kernel one), so the address decides.
+ * Both supported architectures split the address space by the top bit
+ * (x86-64: canonical lower half = user, upper half = kernel; arm64: TTBR0
+ * = user below 2^48/2^52, TTBR1 = kernel with the top bits set) and both
+ * have CONFIG_ARCH_HAS_NON_OVERLAPPING_ADDRESS_SPACE, so a negative
+ * address is a kernel one and any other a user one. This is exact and
+ * costs one read, where "kernel first, then user" would pay a faulting
+ * read for every user string. A read that faults (page not present: we
+ * cannot sleep to page it in; a bad pointer) returns -errno and is counted
+ * in FTP_STAT_STR_FAULT. */
+static __always_inline long read_str(char *dst, __u64 ptr, __u8 *flags)
+{
+	long n;
+	int user = (__s64)ptr >= 0;
+
+	if (user) {
+		*flags = FTP_S_USER;
+		n = bpf_probe_read_user_str(dst, FTP_STR_LEN, (void *)ptr);
+	} else {
+		*flags = 0;
+		n = bpf_probe_read_kernel_str(dst, FTP_STR_LEN, (void *)ptr);
+	}
+	if (n == FTP_STR_LEN) {
+		/* Full buffer: truncated unless the string is exactly
+		 * FTP_STR_LEN - 1 bytes long, which the byte at that index says. */
+		char c = 0;
+		void *last = (void *)(ptr + FTP_STR_LEN - 1);
+		if (user)
+			bpf_probe_read_user(&c, 1, last);
+		else
+			bpf_probe_read_kernel(&c, 1, last);
+		if (c)
+			*flags |= FTP_S_TRUNCATED;
+	}
+	return n;
+}
+
+/* fill_tail fills the tail of a full record: the string arguments the
+ * funcs map names (--strings) and the kernel stack (--stack). */
+static __always_inline void fill_tail(void *ctx, struct event *e, __u32 func_id, __u64 *args,
+				      __u8 mode, int entry)
+{
+	e->str_len[0] = 0;
+	e->str_len[1] = 0;
+	e->stack_len = 0;
+	if (want_strings) {
+		__u32 *fl = bpf_map_lookup_elem(&funcs, &func_id);
+		__u32 flags = fl ? *fl : 0;
+		e->flags |= FTP_F_STRINGS;
+#pragma clang loop unroll(full)
+		for (int s = 0; s < FTP_MAX_STRS; s++) {
+			__u32 a = (flags >> (FTP_FN_STR_SHIFT + 3 * s)) & 7;
+			e->str_arg[s] = 0;
+			e->str_flags[s] = 0;
+			if (a == 0 || a > FTP_MAX_ARGS)
+				continue;
+			__u64 ptr = pick_arg(args, a - 1);
+			e->str_arg[s] = a - 1;
+			if (!ptr)
+				continue; /* NULL: shown as such, no read */
+			long n = read_str(e->str[s], ptr, &e->str_flags[s]);
+			if (n < 0)
+				count(FTP_STAT_STR_FAULT);
+			e->str_len[s] = n;
+		}
+	}
+	if (want_stack) {
+		long n;
+#if defined(__TARGET_ARCH_arm64)
+		if (entry && mode != FTP_MODE_FENTRY) {
+			/* A kprobe or fprobe at a function's entry runs before its
+			 * prologue: the frame pointer is still the caller's, so the
+			 * arm64 frame-record unwinder starts at the caller's caller
+			 * and the direct caller, still in the link register,
+			 * is missing (vfs_read, __arm64_sys_read without
+			 * ksys_read). Put it back as the second frame. (fentry
+			 * runs from the trampoline, which builds frame records
+			 * for the traced function: nothing is missing there.) */
+			n = bpf_get_stack(ctx, &e->kstack[1], sizeof(e->kstack) - 8, 0);
+			if (n >= 8) {
+				e->kstack[0] = e->kstack[1];
+				e->kstack[1] = ((struct pt_regs *)ctx)->regs[30];
+				n += 8;
+			}
+		} else
+#endif
+		n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+		if (n < 0)
+			count(FTP_STAT_STACK_FAIL);
+		e->stack_len = n;
+		e->flags |= FTP_F_STACK;
+	}
+}
+
+static __always_inline int on_entry(void *ctx, __u32 func_id, __u64 *args, __u8 nargs, __u8 mode)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!pass_filters(pid_tgid))
@@ -255,7 +407,7 @@ static __always_inline int on_entry(__u32 func_id, __u64 *args, __u8 nargs, __u8
 	if (min_duration_ns || errors_only)
 		return 0; /* decided at exit, which carries the arguments */
 
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct event *e = reserve_event();
 	if (!e) {
 		count(FTP_STAT_RINGBUF_DROP);
 		return 0;
@@ -268,6 +420,8 @@ static __always_inline int on_entry(__u32 func_id, __u64 *args, __u8 nargs, __u8
 	e->flags = FTP_F_HAS_ARGS;
 	for (int i = 0; i < FTP_MAX_ARGS; i++)
 		e->args[i] = args[i];
+	if (want_strings || want_stack)
+		fill_tail(ctx, e, func_id, args, mode, 1);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
@@ -302,7 +456,7 @@ static __always_inline __s64 normalize_ret(__u32 func_id, __u64 raw, int *is_err
 	return ret;
 }
 
-static __always_inline int on_exit(__u32 func_id, __u64 raw_ret, __u8 mode)
+static __always_inline int on_exit(void *ctx, __u32 func_id, __u64 raw_ret, __u8 mode)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!pass_filters(pid_tgid))
@@ -373,7 +527,9 @@ static __always_inline int on_exit(__u32 func_id, __u64 raw_ret, __u8 mode)
 	if (errors_only && !is_err)
 		return 0;
 
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	/* A deferred exit stands for its entry: it carries the tail too. */
+	struct event *e = (min_duration_ns || errors_only) ? reserve_event() :
+		bpf_ringbuf_reserve(&events, FTP_EVENT_HDR, 0);
 	if (!e) {
 		count(FTP_STAT_RINGBUF_DROP);
 		return 0;
@@ -394,8 +550,13 @@ static __always_inline int on_exit(__u32 func_id, __u64 raw_ret, __u8 mode)
 		for (int i = 0; i < FTP_MAX_ARGS; i++)
 			e->args[i] = 0;
 	}
-	if (min_duration_ns || errors_only)
+	if (min_duration_ns || errors_only) {
 		e->flags |= FTP_F_DEFERRED;
+		/* Strings re-read now from the entry's pointers, the stack taken
+		 * at exit (the same callers are on it). */
+		if ((want_strings && f) || want_stack)
+			fill_tail(ctx, e, func_id, fargs, mode, 0);
+	}
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
@@ -410,7 +571,7 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 		if ((__u64)i < n)
 			bpf_get_func_arg(ctx, i, &args[i]);
 	}
-	return on_entry((__u32)bpf_get_attach_cookie(ctx), args,
+	return on_entry(ctx, (__u32)bpf_get_attach_cookie(ctx), args,
 			n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);
 }
 
@@ -418,7 +579,7 @@ static __always_inline int tramp_exit(void *ctx, __u8 mode)
 {
 	__u64 ret = 0;
 	bpf_get_func_ret(ctx, &ret);
-	return on_exit((__u32)bpf_get_attach_cookie(ctx), ret, mode);
+	return on_exit(ctx, (__u32)bpf_get_attach_cookie(ctx), ret, mode);
 }
 
 SEC("fentry")
@@ -460,14 +621,14 @@ int ftp_kmulti(struct pt_regs *ctx)
 		FTP_ARG0(ctx), FTP_ARG1(ctx), FTP_ARG2(ctx),
 		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
 	};
-	return on_entry((__u32)bpf_get_attach_cookie(ctx), args, FTP_MAX_ARGS,
+	return on_entry(ctx, (__u32)bpf_get_attach_cookie(ctx), args, FTP_MAX_ARGS,
 			FTP_MODE_KPROBE_MULTI);
 }
 
 SEC("kretprobe.multi")
 int ftp_kretmulti(struct pt_regs *ctx)
 {
-	return on_exit((__u32)bpf_get_attach_cookie(ctx), FTP_RET(ctx),
+	return on_exit(ctx, (__u32)bpf_get_attach_cookie(ctx), FTP_RET(ctx),
 		       FTP_MODE_KPROBE_MULTI);
 }
 
@@ -481,14 +642,14 @@ int ftp_kprobe(struct pt_regs *ctx)
 		FTP_ARG0(ctx), FTP_ARG1(ctx), FTP_ARG2(ctx),
 		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
 	};
-	return on_entry((__u32)bpf_get_attach_cookie(ctx), args, FTP_MAX_ARGS,
+	return on_entry(ctx, (__u32)bpf_get_attach_cookie(ctx), args, FTP_MAX_ARGS,
 			FTP_MODE_KPROBE);
 }
 
 SEC("kretprobe")
 int ftp_kretprobe(struct pt_regs *ctx)
 {
-	return on_exit((__u32)bpf_get_attach_cookie(ctx), FTP_RET(ctx), FTP_MODE_KPROBE);
+	return on_exit(ctx, (__u32)bpf_get_attach_cookie(ctx), FTP_RET(ctx), FTP_MODE_KPROBE);
 }
 
 /* Follow the traced command's process tree (filter_tree). */

@@ -100,6 +100,8 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 	f.BoolVar(&o.Graph, "graph", false, "text as a call graph per thread (function_graph style): leaf calls folded, durations on exits, markers when threads interleave")
 	f.BoolVar(&o.Summary, "summary", false, "at exit, per function: calls, errors by errno, p50/p90/p99/max latency")
 	f.BoolVar(&o.Hist, "hist", false, "at exit, a log2 latency histogram per function (implies --summary)")
+	f.BoolVar(&o.Strings, "strings", false, "read char * arguments at entry (first 2 per call, 127 bytes each; … marks truncation, <fault> a failed read)")
+	f.BoolVar(&o.Stack, "stack", false, "record the kernel stack at entry (32 frames) and print it symbolized under the entry (JSON: \"stack\")")
 	f.BoolVar(&o.Strict, "strict", false, "exit non-zero when any event or probe run was lost")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "print the plan: each function, its prototype, and why any was skipped")
 	return cmd

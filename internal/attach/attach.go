@@ -64,6 +64,14 @@ type Filters struct {
 	ErrorsOnly  bool          // emit only calls returning a negative int / error pointer
 }
 
+// Limits of the record tail (bpf/trace.bpf.c FTP_MAX_STRS, FTP_STR_LEN,
+// FTP_STACK_DEPTH).
+const (
+	StrMax     = 2   // strings read per event
+	StrLen     = 128 // bytes per string, NUL included
+	StackDepth = 32  // kernel stack frames per event
+)
+
 // Options configure Open.
 type Options struct {
 	Mode       string
@@ -73,8 +81,13 @@ type Options struct {
 	// or ModeFentryMulti.
 	MixedTrampoline string
 	Filters         Filters
-	RingbufSize     uint32 // bytes; a power-of-two multiple of the page size (default 4 MiB)
-	Kernel          *kfeat.Info
+	// Strings reads the `char *` arguments (StringArgs) at entry into the
+	// record, up to StrMax strings of StrLen bytes each.
+	Strings bool
+	// Stack records the kernel stack at entry (up to StackDepth frames).
+	Stack       bool
+	RingbufSize uint32 // bytes; a power-of-two multiple of the page size (default 4 MiB)
+	Kernel      *kfeat.Info
 	// Progress, when set, is called as functions attach (fentry).
 	Progress func(done, total int)
 	// AttachMulti replaces link.KprobeMulti (tests).
@@ -141,7 +154,7 @@ func Open(opts Options) (_ *Tracer, err error) {
 	}
 	spec.Maps["events"].MaxEntries = opts.RingbufSize
 	spec.Maps["funcs"].MaxEntries = uint32(max(len(opts.Funcs)+len(opts.MultiFuncs), 1))
-	if err := setFilters(spec, opts.Filters); err != nil {
+	if err := setFilters(spec, opts.Filters, opts.Strings, opts.Stack); err != nil {
 		return nil, err
 	}
 	t := &Tracer{Mode: opts.Mode}
@@ -154,7 +167,11 @@ func Open(opts Options) (_ *Tracer, err error) {
 		return nil, opts.Kernel.Explain(opts.Mode, "", fmt.Errorf("create maps: %w", err))
 	}
 	for _, f := range append(append([]*symbols.Func{}, opts.Funcs...), opts.MultiFuncs...) {
-		if err := t.maps.Funcs.Put(f.ID, FuncFlags(f)); err != nil {
+		fl := FuncFlags(f)
+		if opts.Strings {
+			fl |= StringFlags(f)
+		}
+		if err := t.maps.Funcs.Put(f.ID, fl); err != nil {
 			return nil, fmt.Errorf("funcs map: %w", err)
 		}
 	}
@@ -206,7 +223,7 @@ func Open(opts Options) (_ *Tracer, err error) {
 	return t, nil
 }
 
-func setFilters(spec *ebpf.CollectionSpec, f Filters) error {
+func setFilters(spec *ebpf.CollectionSpec, f Filters, strs, stack bool) error {
 	set := func(name string, v any) error {
 		vs, ok := spec.Variables[name]
 		if !ok {
@@ -235,6 +252,7 @@ func setFilters(spec *ebpf.CollectionSpec, f Filters) error {
 		{"filter_tgid", f.TGID}, {"filter_tid", f.TID}, {"filter_tree", b2u8(f.Tree)},
 		{"filter_comm_len", uint8(len(f.Comm))}, {"filter_comm", comm},
 		{"min_duration_ns", uint64(f.MinDuration.Nanoseconds())}, {"errors_only", b2u8(f.ErrorsOnly)},
+		{"want_strings", b2u8(strs)}, {"want_stack", b2u8(stack)},
 	} {
 		if err := set(e.n, e.v); err != nil {
 			return err
@@ -530,6 +548,36 @@ func FuncFlags(f *symbols.Func) uint32 {
 	return fl
 }
 
+// StringArgs returns the indexes of the parameters of f that --strings
+// reads: `char *` (any qualifiers) among the first 6, at most StrMax. None
+// without a prototype that describes the registers (symbols.Func.ProtoErr:
+// no BTF, a struct passed by value, a compiler copy).
+func StringArgs(f *symbols.Func) []int {
+	if f.Proto == nil || f.ProtoErr != "" {
+		return nil
+	}
+	var out []int
+	for i, p := range f.Proto.Params {
+		if i >= 6 || len(out) == StrMax {
+			break
+		}
+		if p.Kind == symbols.ArgCharPtr {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// StringFlags encodes StringArgs for the BPF side: bits 16-18 and 19-21
+// hold 1 + the argument index of the first and second string (0 = none).
+func StringFlags(f *symbols.Func) uint32 {
+	var fl uint32
+	for s, i := range StringArgs(f) {
+		fl |= uint32(i+1) << (16 + 3*s)
+	}
+	return fl
+}
+
 // Reader opens a ringbuf reader on the events map; the caller closes it.
 func (t *Tracer) Reader() (*ringbuf.Reader, error) {
 	return ringbuf.NewReader(t.maps.Events)
@@ -554,15 +602,18 @@ type Losses struct {
 	KprobeMissed   uint64 `json:"kprobe_missed"`        // fprobe missed runs (kprobe.multi link info, 6.7+)
 	RecursionMiss  uint64 `json:"recursion_misses"`     // program runs skipped by recursion protection
 	OpenAtExit     uint64 `json:"entries_without_exit"` // frames still open when the trace stopped
+	StringFaults   uint64 `json:"string_faults"`        // --strings reads that failed (shown as <fault>)
+	StackFailures  uint64 `json:"stack_failures"`       // --stack: bpf_get_stack failures (no stack on the record)
 	SkippedFuncs   int    `json:"skipped_functions"`
 	FailedAttaches int    `json:"failed_attaches"`
 }
 
 // Any reports whether anything was lost: ringbuf drops, fprobe missed
 // runs, recursion misses, frames beyond the stack or without a stack slot,
-// and frames unwound without their own exit (a missed exit probe run).
+// frames unwound without their own exit (a missed exit probe run), and
+// string reads or stacks that failed (the event arrived without them).
 func (l Losses) Any() bool {
-	return l.RingbufDrops+l.DepthOverflow+l.Unwound+l.StackFull+l.KprobeMissed+l.RecursionMiss > 0
+	return l.RingbufDrops+l.DepthOverflow+l.Unwound+l.StackFull+l.KprobeMissed+l.RecursionMiss+l.StringFaults+l.StackFailures > 0
 }
 
 // InFlight is the number of calls that were running when the probes were
@@ -591,6 +642,8 @@ func (t *Tracer) Losses() (Losses, error) {
 	l.StackFull = read(4)
 	l.EntryHits = read(5)
 	l.ExitHits = read(6)
+	l.StringFaults = read(7)
+	l.StackFailures = read(8)
 	l.KprobeMissed = t.multiMissed()
 	for _, p := range t.progs {
 		if st, err := p.Stats(); err == nil {

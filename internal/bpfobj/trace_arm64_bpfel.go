@@ -30,6 +30,13 @@ type TraceEvent struct {
 	Nargs      uint8
 	Comm       [16]int8
 	Pad        [2]uint8
+	StrLen     [2]int16
+	StrArg     [2]uint8
+	StrFlags   [2]uint8
+	StackLen   int32
+	Pad2       uint32
+	Str        [2][128]int8
+	Kstack     [32]uint64
 }
 
 type TraceTstack struct {
@@ -75,6 +82,8 @@ const (
 	TraceVarFilterTree        = "filter_tree"
 	TraceVarMinDurationNs     = "min_duration_ns"
 	TraceVarUnusedEvent       = "unused_event"
+	TraceVarWantStack         = "want_stack"
+	TraceVarWantStrings       = "want_strings"
 )
 
 // LoadTrace returns the embedded CollectionSpec for Trace.
@@ -156,6 +165,8 @@ type TraceVariableSpecs struct {
 	FilterTree    *ebpf.VariableSpec `ebpf:"filter_tree"`
 	MinDurationNs *ebpf.VariableSpec `ebpf:"min_duration_ns"`
 	UnusedEvent   *ebpf.VariableSpec `ebpf:"unused_event"`
+	WantStack     *ebpf.VariableSpec `ebpf:"want_stack"`
+	WantStrings   *ebpf.VariableSpec `ebpf:"want_strings"`
 }
 
 // TraceObjects contains all objects after they have been loaded into the kernel.
@@ -209,6 +220,8 @@ type TraceVariables struct {
 	FilterTree    *ebpf.Variable `ebpf:"filter_tree"`
 	MinDurationNs *ebpf.Variable `ebpf:"min_duration_ns"`
 	UnusedEvent   *ebpf.Variable `ebpf:"unused_event"`
+	WantStack     *ebpf.Variable `ebpf:"want_stack"`
+	WantStrings   *ebpf.Variable `ebpf:"want_strings"`
 }
 
 // TracePrograms contains all programs after they have been loaded into the kernel.

@@ -50,7 +50,7 @@ func bytesOf(e *bpfobj.TraceEvent) []byte {
 }
 
 func TestDecodeRoundTrip(t *testing.T) {
-	assert.Equal(t, 112, RecordSize, "struct event size must match bpf/trace.bpf.c")
+	assert.Equal(t, 640, RecordSize, "struct event size must match bpf/trace.bpf.c")
 	in := sample(KindExit, 0, 2)
 	var out bpfobj.TraceEvent
 	require.NoError(t, Decode(bytesOf(&in), &out))
@@ -247,4 +247,124 @@ func TestPerfettoTraceEventFormat(t *testing.T) {
 	assert.Equal(t, "4", outerS.Args["ret"])
 	assert.Equal(t, "fentry", outerS.Args["mode"])
 	assert.Equal(t, 1, p.Skipped)
+}
+
+func setStr(e *bpfobj.TraceEvent, slot int, arg uint8, s string, n int16, flags uint8) {
+	e.Flags |= FlagStrings
+	e.StrArg[slot] = arg
+	e.StrFlags[slot] = flags
+	e.StrLen[slot] = n
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&e.Str[slot][0])), len(e.Str[slot])), s)
+}
+
+func TestDecodeHeaderOnly(t *testing.T) {
+	assert.Equal(t, 112, HeaderSize, "struct event header must match bpf/trace.bpf.c")
+	assert.Equal(t, 112+16+2*128+32*8, RecordSize, "struct event with tail")
+	in := sample(KindEntry, 0, 0)
+	var out bpfobj.TraceEvent
+	setStr(&out, 0, 1, "stale", 6, 0) // a previous full record's tail
+	require.NoError(t, Decode(bytesOf(&in)[:HeaderSize], &out))
+	assert.Equal(t, in.Args, out.Args)
+	assert.Equal(t, uint8(FlagHasArgs), out.Flags, "header-only: no tail flags")
+	assert.Contains(t, string((&Text{Table: table}).Append(nil, &out)), "filename=0xffffe2a627bc", "the stale tail is not shown")
+	assert.Error(t, Decode(make([]byte, HeaderSize+1), &out))
+}
+
+func TestEnumBoolNull(t *testing.T) {
+	f := &symbols.Func{Name: "kill_pid_info_type", Proto: &symbols.Proto{Params: []symbols.Param{
+		{Name: "type", Kind: symbols.ArgEnum, Size: 4, Enum: []symbols.EnumValue{{Name: "PIDTYPE_PID", Value: 0}, {Name: "PIDTYPE_TGID", Value: 1}, {Name: "PIDTYPE_MAX", Value: 4}}},
+		{Name: "neg", Kind: symbols.ArgEnum, Size: 4, Enum: []symbols.EnumValue{{Name: "MINUS_ONE", Value: 0xffffffffffffffff}}},
+		{Name: "force", Kind: symbols.ArgBool, Size: 1},
+		{Name: "task", Kind: symbols.ArgPtr, Size: 8},
+		{Name: "other", Kind: symbols.ArgEnum, Size: 4, Enum: []symbols.EnumValue{{Name: "A", Value: 0}}},
+	}}}
+	e := bpfobj.TraceEvent{Nargs: 6, Flags: FlagHasArgs, Args: [6]uint64{1, 0xffffffff, 0x100, 0, 7}}
+	assert.Equal(t, "(type=PIDTYPE_TGID, neg=MINUS_ONE, force=false, task=NULL, other=7)", string(AppendArgs(nil, f, &e)),
+		"enum by name, sign-extended constant matched at the enum's size, bool from the low byte, NULL, unknown enum value as its number")
+	e.Args[2] = 1
+	assert.Contains(t, string(AppendArgs(nil, f, &e)), "force=true")
+}
+
+func TestStringsTextAndJSON(t *testing.T) {
+	en := sample(KindEntry, 0, 0)
+	setStr(&en, 0, 1, "/etc/hostname", 14, StrUser)
+	tx := &Text{Table: table}
+	assert.Contains(t, string(tx.Append(nil, &en)), `do_sys_openat2(dfd=-100, filename="/etc/hostname", how=NULL)`)
+
+	long := strings.Repeat("a", 127)
+	setStr(&en, 0, 1, long, 128, StrUser|StrTruncated)
+	assert.Contains(t, string(tx.Append(nil, &en)), `filename="`+long+`"…, how=NULL`, "truncation marked after the quote")
+
+	setStr(&en, 0, 1, "", -14, StrUser)
+	assert.Contains(t, string(tx.Append(nil, &en)), `filename=<fault>, how=NULL`)
+
+	// NULL pointer: no string read, the pointer shows.
+	en.Args[1] = 0
+	setStr(&en, 0, 1, "", 0, StrUser)
+	assert.Contains(t, string(tx.Append(nil, &en)), `filename=NULL`)
+
+	// JSON: strings object, truncated list, errors; escapes valid JSON.
+	j := &JSON{Table: table}
+	en = sample(KindEntry, 0, 0)
+	setStr(&en, 0, 1, "a\"b\\\n\x01\xff", 8, 0)
+	m := decodeJSON(t, j.Append(nil, &en))
+	assert.Equal(t, map[string]any{"filename": "a\"b\\\n\x01\u00ff"}, m["strings"], "a byte that is not UTF-8 as \\u00XX")
+	assert.NotContains(t, m, "truncated")
+	setStr(&en, 0, 1, long, 128, StrTruncated)
+	m = decodeJSON(t, j.Append(nil, &en))
+	assert.Equal(t, map[string]any{"filename": long}, m["strings"])
+	assert.Equal(t, []any{"filename"}, m["truncated"])
+	setStr(&en, 0, 1, "", -14, StrUser)
+	m = decodeJSON(t, j.Append(nil, &en))
+	assert.Equal(t, map[string]any{"filename": nil}, m["strings"])
+	assert.Equal(t, map[string]any{"filename": "-EFAULT"}, m["string_errors"])
+}
+
+type fakeSyms map[uint64]string
+
+func (f fakeSyms) Symbolize(a uint64) string { return f[a] }
+
+func TestStackTextAndJSON(t *testing.T) {
+	en := sample(KindEntry, 0, 1)
+	en.Flags |= FlagStack
+	en.Kstack[0], en.Kstack[1] = 0x10, 0x20
+	en.StackLen = 16
+	syms := fakeSyms{0x10: "ksys_read+0x5c", 0x20: "__arm64_sys_read+0x24"}
+	got := string((&Text{Table: table, Syms: syms}).Append(nil, &en))
+	assert.Equal(t, "0.000000   1 workload 105/106    → do_sys_openat2(dfd=-100, filename=0xffffe2a627bc, how=NULL)\n"+
+		"          ksys_read+0x5c\n          __arm64_sys_read+0x24\n", got)
+	m := decodeJSON(t, (&JSON{Table: table, Syms: syms}).Append(nil, &en))
+	assert.Equal(t, []any{"ksys_read+0x5c", "__arm64_sys_read+0x24"}, m["stack"])
+
+	en.StackLen = -14
+	assert.Contains(t, string((&Text{Table: table, Syms: syms}).Append(nil, &en)), "\n          <stack: -EFAULT>\n")
+	m = decodeJSON(t, (&JSON{Table: table, Syms: syms}).Append(nil, &en))
+	assert.Equal(t, "-EFAULT", m["stack_error"])
+	assert.NotContains(t, m, "stack")
+}
+
+func decodeJSON(t *testing.T, line []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(line, &m), "%s", line)
+	return m
+}
+
+// Recorded-shape full records: --strings and --stack on an entry.
+func BenchmarkDecodeTextStrings(b *testing.B) {
+	en := sample(KindEntry, 0, 0)
+	setStr(&en, 0, 1, "/etc/hostname", 14, StrUser)
+	ex := sample(KindExit, 0, 0)
+	s := [][]byte{append([]byte(nil), bytesOf(&en)...), append([]byte(nil), bytesOf(&ex)[:HeaderSize]...)}
+	tx := &Text{Table: table}
+	var ev bpfobj.TraceEvent
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := Decode(s[i&1], &ev); err != nil {
+			b.Fatal(err)
+		}
+		buf = tx.Append(buf[:0], &ev)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
 }

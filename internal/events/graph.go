@@ -18,8 +18,8 @@ import (
 //	TIME(s) CPU TGID/TID   3.066ms |  } = 4  /* do_sys_openat2 */
 type Graph struct {
 	Table   Table
-	Base    uint64 // timestamp of the first event (ns), set on first use
-	pending map[uint32]bpfobj.TraceEvent
+	Base    uint64                        // timestamp of the first event (ns), set on first use
+	pending map[uint32]*bpfobj.TraceEvent // held entry per thread (nil: none)
 	lastTid uint32
 }
 
@@ -27,26 +27,33 @@ type Graph struct {
 // exit, and returns b with any completed lines appended.
 func (g *Graph) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 	if g.pending == nil {
-		g.pending = map[uint32]bpfobj.TraceEvent{}
+		g.pending = map[uint32]*bpfobj.TraceEvent{}
 	}
 	if g.Base == 0 {
 		g.Base = e.TsNs
 	}
-	p, held := g.pending[e.Tid]
+	// Records are 640 bytes with --strings/--stack: each thread keeps one
+	// buffer for its held entry, reused, instead of a map value per entry.
+	p, ok := g.pending[e.Tid]
+	held := ok && p.Kind != 0
 	if e.Kind == KindEntry {
 		if held {
-			b = g.open(b, &p)
+			b = g.open(b, p)
 		}
-		g.pending[e.Tid] = *e
+		if p == nil {
+			p = new(bpfobj.TraceEvent)
+			g.pending[e.Tid] = p
+		}
+		*p = *e
 		return b
 	}
 	if held && p.FuncId == e.FuncId && e.Flags&FlagNoEntry == 0 {
-		delete(g.pending, e.Tid)
-		return g.leaf(b, &p, e)
+		p.Kind = 0
+		return g.leaf(b, p, e)
 	}
 	if held {
-		delete(g.pending, e.Tid)
-		b = g.open(b, &p)
+		p.Kind = 0
+		b = g.open(b, p)
 	}
 	return g.close(b, e)
 }
@@ -54,7 +61,9 @@ func (g *Graph) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 // Flush prints entries still held back (calls that had not returned).
 func (g *Graph) Flush(b []byte) []byte {
 	for tid, p := range g.pending {
-		b = g.open(b, &p)
+		if p.Kind != 0 {
+			b = g.open(b, p)
+		}
 		delete(g.pending, tid)
 	}
 	return b

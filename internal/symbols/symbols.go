@@ -179,6 +179,31 @@ type Param struct {
 	Type string // C spelling, e.g. "const char *"
 	Kind ArgKind
 	Size uint32 // bytes
+	// Enum holds the constants of an enum parameter (ArgEnum), so values
+	// print by name.
+	Enum []EnumValue
+}
+
+// EnumValue is one enum constant. Value is the constant's bits as BTF
+// stores them; compare it masked to the enum's size.
+type EnumValue struct {
+	Name  string
+	Value uint64
+}
+
+// EnumName returns the name of the constant of e whose value equals v in
+// the low size bytes, or "".
+func EnumName(e []EnumValue, v uint64, size uint32) string {
+	mask := ^uint64(0)
+	if size > 0 && size < 8 {
+		mask = 1<<(8*size) - 1
+	}
+	for _, c := range e {
+		if c.Value&mask == v&mask {
+			return c.Name
+		}
+	}
+	return ""
 }
 
 // RetKind classifies a return value for decoding.
@@ -222,6 +247,11 @@ func ProtoFromBTF(fn *btf.Func) (*Proto, error) {
 		}
 		q := Param{Name: prm.Name, Type: cType(prm.Type)}
 		q.Kind, q.Size = classify(prm.Type)
+		if en, ok := btf.UnderlyingType(prm.Type).(*btf.Enum); ok {
+			for _, v := range en.Values {
+				q.Enum = append(q.Enum, EnumValue{v.Name, v.Value})
+			}
+		}
 		if q.Kind == ArgStruct && p.StructByValue == "" {
 			p.StructByValue = prm.Name
 		}
@@ -316,13 +346,17 @@ func cType(t btf.Type) string {
 
 // Func is one resolved traceable candidate: one address of one symbol.
 type Func struct {
-	ID      uint32 // index in the plan's function table (set by Resolve)
-	Name    string // kallsyms name, e.g. "foo.isra.0"
-	Module  string // "" for vmlinux
-	Addr    uint64
-	Copies  int    // addresses with this name and module in kallsyms
-	Proto   *Proto // nil without BTF
-	BTFName string // BTF function name used for fentry ("" without BTF)
+	ID     uint32 // index in the plan's function table (set by Resolve)
+	Name   string // kallsyms name, e.g. "foo.isra.0"
+	Module string // "" for vmlinux
+	Addr   uint64
+	Copies int    // addresses with this name and module in kallsyms
+	Proto  *Proto // nil without BTF
+	// ProtoErr says why Proto is nil or not used to decode arguments (no
+	// BTF, a type BTF cannot describe, a struct passed by value); "" when
+	// arguments decode by name and type.
+	ProtoErr string
+	BTFName  string // BTF function name used for fentry ("" without BTF)
 	// Skip says, per mode, why this function cannot be traced ("" = can).
 	Skip map[string]string
 }
@@ -683,8 +717,21 @@ func (k *Kernel) describe(i int) *Func {
 		}
 		if err == nil {
 			f.BTFName = fn.Name
-			f.Proto, _ = ProtoFromBTF(fn)
+			var perr error
+			if f.Proto, perr = ProtoFromBTF(fn); perr != nil {
+				f.ProtoErr = "BTF cannot describe the prototype: " + perr.Error()
+			}
+		} else {
+			f.ProtoErr = "no BTF prototype: " + err.Error()
 		}
+	} else {
+		f.ProtoErr = "no kernel BTF"
+	}
+	if f.Proto != nil && f.Proto.StructByValue != "" {
+		f.ProtoErr = "struct passed by value (" + f.Proto.StructByValue + ") shifts the argument registers"
+	}
+	if f.Proto != nil && IsSuffixedCopy(s.Name) {
+		f.ProtoErr = "compiler copy " + s.Name + " has no BTF of its own; the original's prototype may not match its registers"
 	}
 	if common == "" {
 		switch {

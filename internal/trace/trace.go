@@ -59,6 +59,11 @@ type Options struct {
 	// Summary prints per-function calls, errors by errno and latency
 	// percentiles at exit; Hist adds log2 latency histograms.
 	Summary, Hist bool
+	// Strings reads `char *` arguments at entry (attach.Options.Strings).
+	Strings bool
+	// Stack records and symbolizes the kernel stack at entry
+	// (attach.Options.Stack).
+	Stack bool
 }
 
 // Summary is the final account of a trace (also written as the last JSON
@@ -135,7 +140,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			return nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w", err))
 		}
 		printPlan(o, res)
-		tracer, err = attach.Open(attach.Options{Mode: o.Mode, Funcs: res.Funcs, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin, Progress: o.Progress})
+		tracer, err = attach.Open(attach.Options{Mode: o.Mode, Funcs: res.Funcs, Filters: o.Filters, RingbufSize: o.RingbufSize, Strings: o.Strings, Stack: o.Stack, Kernel: kin, Progress: o.Progress})
 	}
 	if err != nil {
 		return nil, classify(err)
@@ -152,6 +157,16 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		variant = " (" + tracer.Variant + ")"
 	}
 	fmt.Fprintf(o.Log, "ftprobe: tracing %d functions in %s mode%s (%s)\n", len(tracer.Attached), tracer.Mode, variant, res.SkipSummary())
+	var syms events.Symbolizer
+	if o.Stack {
+		// Read now: the BPF programs and trampolines just loaded are in
+		// kallsyms (module "bpf") and appear on fentry stacks.
+		sy, err := symbols.LoadSymbolizer()
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Failure, fmt.Errorf("trace --stack: %w", err))
+		}
+		syms = sy
+	}
 	table := make(events.Table, len(res.Funcs))
 	for _, f := range res.Funcs {
 		table[f.ID] = f
@@ -209,11 +224,11 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	case o.Output == "perfetto":
 		perf = &events.Perfetto{Table: table}
 	case o.Output == "json":
-		js = &events.JSON{Table: table}
+		js = &events.JSON{Table: table, Syms: syms}
 	case o.Graph:
 		graph = &events.Graph{Table: table}
 	default:
-		text = &events.Text{Table: table}
+		text = &events.Text{Table: table, Syms: syms}
 	}
 	var (
 		rec       ringbuf.Record
@@ -414,7 +429,7 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 			}
 			// kprobe.multi is missing: fentry alone, with its skips.
 		}
-		t, err := attach.Open(attach.Options{Mode: m, Funcs: res.Funcs, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin, Progress: o.Progress})
+		t, err := attach.Open(attach.Options{Mode: m, Funcs: res.Funcs, Filters: o.Filters, RingbufSize: o.RingbufSize, Strings: o.Strings, Stack: o.Stack, Kernel: kin, Progress: o.Progress})
 		if err == nil {
 			if i == 0 {
 				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions: %s\n", m, len(res.Funcs), why)
@@ -482,7 +497,7 @@ func openMixed(k *symbols.Kernel, kin *kfeat.Info, o Options, resF *symbols.Reso
 	if o.MaxFunctions > 0 && len(fs)+len(ms) > o.MaxFunctions {
 		return nil, nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w: %d functions, more than --max-functions %d", symbols.ErrTooMany, len(fs)+len(ms), o.MaxFunctions))
 	}
-	t, err := attach.Open(attach.Options{Mode: attach.ModeMixed, MixedTrampoline: tramp, Funcs: fs, MultiFuncs: ms, Filters: o.Filters, RingbufSize: o.RingbufSize, Kernel: kin, Progress: o.Progress})
+	t, err := attach.Open(attach.Options{Mode: attach.ModeMixed, MixedTrampoline: tramp, Funcs: fs, MultiFuncs: ms, Filters: o.Filters, RingbufSize: o.RingbufSize, Strings: o.Strings, Stack: o.Stack, Kernel: kin, Progress: o.Progress})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -507,6 +522,18 @@ func printPlan(o Options, res *symbols.Resolution) {
 	fmt.Fprintf(o.Log, "ftprobe: plan (%s mode):\n", res.Mode)
 	for _, f := range res.Funcs {
 		fmt.Fprintf(o.Log, "  trace %-40s %#x  %s\n", f.Display(), f.Addr, events.Signature(f))
+		if f.ProtoErr != "" {
+			fmt.Fprintf(o.Log, "        arguments shown as raw values: %s\n", f.ProtoErr)
+		}
+		if o.Strings {
+			if idx := attach.StringArgs(f); len(idx) > 0 {
+				var names []string
+				for _, i := range idx {
+					names = append(names, f.Proto.Params[i].Name)
+				}
+				fmt.Fprintf(o.Log, "        --strings reads %s (up to %d bytes each)\n", strings.Join(names, ", "), attach.StrLen-1)
+			}
+		}
 	}
 	for _, f := range res.Skipped {
 		fmt.Fprintf(o.Log, "  skip  %-40s %s\n", f.Display(), f.Skip[res.Mode])
@@ -588,6 +615,8 @@ func (s *Summary) Line() string {
 		add(l.Unwound, "unwound frames")
 		add(l.DepthOverflow, "beyond max depth")
 		add(l.StackFull, "threads without stack slot")
+		add(l.StringFaults, "string reads faulted")
+		add(l.StackFailures, "stacks not captured")
 		lost = "LOST: " + strings.Join(parts, ", ")
 	}
 	if n := l.InFlight(); n > 0 {
@@ -623,6 +652,8 @@ func appendSummaryJSON(b []byte, s *Summary) []byte {
 	kv("stack_map_full", l.StackFull)
 	kv("entries_without_exit", l.OpenAtExit)
 	kv("failed_attaches", uint64(l.FailedAttaches))
+	kv("string_faults", l.StringFaults)
+	kv("stack_failures", l.StackFailures)
 	b = append(b, `},"per_function":{`...)
 	names := make([]string, 0, len(s.PerFunction))
 	for n := range s.PerFunction {

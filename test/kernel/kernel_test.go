@@ -182,10 +182,16 @@ func traceInThreadLog(t *testing.T, mode string, funcs []string, log io.Writer, 
 
 func traceInThreadOpts(t *testing.T, mode string, funcs []string, filters attach.Filters, log io.Writer, fn func()) ([]map[string]any, *trace.Summary) {
 	t.Helper()
+	return traceInThreadWith(t, trace.Options{Patterns: funcs, Mode: mode, Filters: filters, Log: log}, fn)
+}
+
+// traceInThreadWith runs trace.Run with o (JSON output, filtered to the
+// calling locked OS thread) around fn.
+func traceInThreadWith(t *testing.T, o trace.Options, fn func()) ([]map[string]any, *trace.Summary) {
+	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	tid := uint32(unix.Gettid())
-	filters.TID = tid
+	o.Filters.TID = uint32(unix.Gettid())
 	var out bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -195,10 +201,11 @@ func traceInThreadOpts(t *testing.T, mode string, funcs []string, filters attach
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sum, err = trace.Run(ctx, trace.Options{
-			Patterns: funcs, Mode: mode, Filters: filters, Output: "json",
-			Out: &out, Log: log, Ready: func() { close(ready) }, Symbols: lab(t).k,
-		})
+		o.Output, o.Out, o.Ready, o.Symbols = "json", &out, func() { close(ready) }, lab(t).k
+		if o.Log == nil {
+			o.Log = testLog{t}
+		}
+		sum, err = trace.Run(ctx, o)
 	}()
 	select {
 	case <-ready:
@@ -891,4 +898,131 @@ func TestSameEventsAsFentry(t *testing.T) {
 			assertNothingAttached(t)
 		})
 	}
+}
+
+// TestStrings: --strings reads do_sys_openat2's filename (a user pointer)
+// at entry in every mode: the exact path the workload opened, a long path
+// truncated at 127 bytes and marked, and with --errors the failing open's
+// exit carries its filename and -ENOENT.
+func TestStrings(t *testing.T) {
+	e := lab(t)
+	long := "/no/such/dir-" + strings.Repeat("x", 150) // one 160-byte component: ENOENT, not ENAMETOOLONG
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			evs, sum := traceInThreadWith(t, trace.Options{Patterns: []string{"do_sys_openat2"}, Mode: mode, Strings: true}, func() {
+				_, err := workload.Run(workload.Spec{Kind: "open", Path: "/etc/hostname", Count: 2})
+				require.NoError(t, err)
+				_, err = workload.Run(workload.Spec{Kind: "openfail", Path: "/no/such/file", Count: 1})
+				require.NoError(t, err)
+				_, err = workload.Run(workload.Spec{Kind: "openfail", Path: long, Count: 1})
+				require.NoError(t, err)
+			})
+			entries := filterEvents(evs, "entry", "do_sys_openat2")
+			exits := filterEvents(evs, "exit", "do_sys_openat2")
+			require.Len(t, entries, 4)
+			require.Len(t, exits, 4)
+			for i, want := range []string{"/etc/hostname", "/etc/hostname", "/no/such/file"} {
+				assert.EqualValues(t, -100, argInt32(entries[i], 0), "dfd = AT_FDCWD")
+				assert.Equal(t, map[string]any{"filename": want}, entries[i]["strings"], "entry %d", i)
+				assert.NotContains(t, entries[i], "truncated")
+			}
+			assert.Equal(t, "-ENOENT", exits[2]["ret_str"], "the missing file")
+			assert.Equal(t, map[string]any{"filename": long[:127]}, entries[3]["strings"], "first 127 bytes")
+			assert.Equal(t, []any{"filename"}, entries[3]["truncated"])
+			assert.Zero(t, sum.Losses.StringFaults, "resident user buffers read without a fault")
+			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+
+			// --errors: only the failing open, its exit standing for the
+			// entry with the filename.
+			evs, _ = traceInThreadWith(t, trace.Options{Patterns: []string{"do_sys_openat2"}, Mode: mode, Strings: true,
+				Filters: attach.Filters{ErrorsOnly: true}}, func() {
+				workload.Run(workload.Spec{Kind: "open", Path: "/etc/hostname", Count: 1})
+				workload.Run(workload.Spec{Kind: "openfail", Path: "/no/such/file", Count: 1})
+			})
+			require.Len(t, evs, 1)
+			assert.Equal(t, "-ENOENT", evs[0]["ret_str"])
+			assert.Equal(t, map[string]any{"filename": "/no/such/file"}, evs[0]["strings"])
+			assertNothingAttached(t)
+		})
+	}
+}
+
+// TestStack: --stack on vfs_read records a symbolized kernel stack whose
+// callers include the read syscall's entry (__arm64_sys_read; on x86-64
+// do_syscall_64) and, except where README explains it cannot (arm64
+// kprobe entry), the direct caller ksys_read, with no failed capture.
+func TestStack(t *testing.T) {
+	e := lab(t)
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			evs, sum := traceInThreadWith(t, trace.Options{Patterns: []string{"vfs_read"}, Mode: mode, Stack: true}, func() {
+				_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 2})
+				require.NoError(t, err)
+			})
+			entries := filterEvents(evs, "entry", "vfs_read")
+			require.Len(t, entries, 2)
+			// The read syscall's entry: arm64 keeps __arm64_sys_read as a
+			// frame; x86-64 (6.9+) dispatches through x64_sys_call, where
+			// __x64_sys_read and its tail call leave do_syscall_64.
+			sys := map[string]string{"arm64": `(?m)^__arm64_sys_read\+`, "amd64": `(?m)^(__x64_sys_read|x64_sys_call|do_syscall_64)\+`}[e.kin.Arch]
+			for _, ev := range entries {
+				require.NotContains(t, ev, "stack_error")
+				st, ok := ev["stack"].([]any)
+				require.True(t, ok, "stack field: %v", ev)
+				t.Logf("%s stack: %v", mode, st)
+				var frames []string
+				for _, f := range st {
+					frames = append(frames, f.(string))
+				}
+				joined := strings.Join(frames, "\n")
+				assert.Regexp(t, sys, joined, "syscall entry")
+				assert.NotContains(t, joined, "\n0x", "every frame symbolized")
+				require.GreaterOrEqual(t, len(frames), 3)
+				if mode != attach.ModeFentry && e.kin.Arch == "arm64" {
+					// At a kprobe/fprobe entry on arm64 the direct caller
+					// is only in the link register, which the exit probe
+					// has already pointed at its return hook: that frame
+					// names the hook (README, --stack).
+					assert.Regexp(t, `^(ksys_read|return_to_handler|__kretprobe_trampoline|arch_rethook_trampoline)\+`, frames[1])
+					assert.True(t, strings.HasPrefix(frames[0], "vfs_read+"), "the probed pc first: %s", frames[0])
+				} else {
+					assert.Contains(t, joined, "ksys_read+", "direct caller")
+				}
+				if mode == attach.ModeFentry {
+					assert.Contains(t, joined, "[bpf]", "ftprobe's program and the trampoline, symbolized from kallsyms")
+				}
+			}
+			assert.Zero(t, sum.Losses.StackFailures)
+			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+		})
+	}
+}
+
+// TestVerboseRawFallback: a function whose BTF prototype does not describe
+// its registers (a compiler copy) is traced with raw values and --verbose
+// says why.
+func TestVerboseRawFallback(t *testing.T) {
+	e := lab(t)
+	needMode(t, e, attach.ModeKprobeMulti)
+	res, err := e.k.Resolve([]string{"ksys_*"}, nil, attach.ModeKprobeMulti, 0)
+	require.NoError(t, err)
+	var copyName string
+	for _, f := range res.Funcs {
+		if symbols.IsSuffixedCopy(f.Name) && f.Proto != nil {
+			copyName = f.Name
+			break
+		}
+	}
+	if copyName == "" {
+		t.Skipf("no compiler copy with a BTF original among ksys_* on %s", e.kin)
+	}
+	var log bytes.Buffer
+	_, err = trace.Run(context.Background(), trace.Options{Patterns: []string{copyName}, Mode: attach.ModeKprobeMulti,
+		Verbose: true, Strings: true, Duration: 200 * time.Millisecond, Out: io.Discard, Log: &log, Symbols: e.k})
+	require.NoError(t, err)
+	t.Log(log.String())
+	assert.Contains(t, log.String(), "arguments shown as raw values: compiler copy "+copyName)
+	assert.NotContains(t, log.String(), "--strings reads", "no string read through a prototype that may not match")
 }

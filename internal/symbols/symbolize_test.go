@@ -1,0 +1,85 @@
+package symbols
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A kallsyms excerpt as the arm64 7.3 lab kernel shows it while ftprobe's
+// fentry program on vfs_read is attached: vmlinux, a module, the BPF
+// program and its trampoline (module "bpf"), in kallsyms order (modules
+// and BPF below vmlinux).
+const stackKallsyms = `ffff800080010000 T _text
+ffff8000803a8318 T vfs_read
+ffff8000803a8650 T vfs_readv
+ffff8000803b0010 T ksys_read
+ffff8000803b0180 T __arm64_sys_read
+ffff8000803f0000 D some_data
+ffff800000a10000 t ext4_file_read_iter	[ext4]
+ffff800000a12000 t ext4_llseek	[ext4]
+ffff800081250000 t bpf_prog_6deef7357e7b4530_ftp_fentry	[bpf]
+ffff800081251000 t bpf_trampoline_6442520123	[bpf]
+`
+
+func TestSymbolizer(t *testing.T) {
+	syms, err := ParseKallsyms(strings.NewReader(stackKallsyms))
+	require.NoError(t, err)
+	s := NewSymbolizer(syms)
+	for addr, want := range map[uint64]string{
+		0xffff800081250064: "bpf_prog_6deef7357e7b4530_ftp_fentry+0x64 [bpf]",
+		0xffff800081251090: "bpf_trampoline_6442520123+0x90 [bpf]",
+		0xffff8000803a8320: "vfs_read+0x8",
+		0xffff8000803b006c: "ksys_read+0x5c",
+		0xffff8000803b01a4: "__arm64_sys_read+0x24",
+		0xffff800000a10124: "ext4_file_read_iter+0x124 [ext4]",
+		// A return address right after a call that ends vfs_read belongs
+		// to vfs_read (addr-1 lookup), not to vfs_readv.
+		0xffff8000803a8647: "vfs_read+0x32f",
+		// Exactly a symbol's start: a kprobe's pc at entry.
+		0xffff8000803a8318: "vfs_read+0x0",
+		0xffff800000000010: "0xffff800000000010", // below every symbol
+		0xffff9000803b0000: "0xffff9000803b0000", // far above the last one
+	} {
+		assert.Equal(t, want, s.Symbolize(addr), "%#x", addr)
+	}
+	// Cached: the same answer from the cache.
+	assert.Equal(t, "ksys_read+0x5c", s.Symbolize(0xffff8000803b006c))
+	assert.Len(t, s.cache, 10)
+}
+
+func TestEnumParams(t *testing.T) {
+	pidType := &btf.Enum{Name: "pid_type", Size: 4, Values: []btf.EnumValue{{Name: "PIDTYPE_PID", Value: 0}, {Name: "PIDTYPE_TGID", Value: 1}}}
+	boolT := &btf.Int{Name: "_Bool", Size: 1, Encoding: btf.Bool}
+	fn := &btf.Func{Name: "f", Type: &btf.FuncProto{Return: &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed},
+		Params: []btf.FuncParam{{Name: "type", Type: &btf.Typedef{Name: "pid_type_t", Type: pidType}}, {Name: "force", Type: boolT}}}}
+	p, err := ProtoFromBTF(fn)
+	require.NoError(t, err)
+	assert.Equal(t, ArgEnum, p.Params[0].Kind)
+	assert.Equal(t, []EnumValue{{"PIDTYPE_PID", 0}, {"PIDTYPE_TGID", 1}}, p.Params[0].Enum, "through the typedef")
+	assert.Equal(t, "PIDTYPE_TGID", EnumName(p.Params[0].Enum, 0xdead00000001, 4), "compared at the enum's size")
+	assert.Equal(t, "", EnumName(p.Params[0].Enum, 5, 4))
+	assert.Equal(t, ArgBool, p.Params[1].Kind)
+
+	_, err = ProtoFromBTF(&btf.Func{Name: "g", Type: &btf.Int{Name: "int", Size: 4}})
+	assert.ErrorContains(t, err, "not a prototype")
+}
+
+// TestProtoErr: functions whose BTF prototype does not describe their
+// registers say why, and their arguments decode raw.
+func TestProtoErr(t *testing.T) {
+	k := fixtureKernel(t, "arm64", 8)
+	got := map[string]string{}
+	fs, err := k.Match([]string{"do_sys_openat2", "struct_arg_fn", "inlined_helper", "ksys_msgctl", "vfs_read_iter_helper"}, nil)
+	require.NoError(t, err)
+	for _, f := range fs {
+		got[f.Name] = f.ProtoErr
+	}
+	assert.Equal(t, "", got["do_sys_openat2"])
+	assert.Contains(t, got["struct_arg_fn"], "struct passed by value (how)")
+	assert.Contains(t, got["ksys_msgctl.constprop.0"], "compiler copy ksys_msgctl.constprop.0 has no BTF of its own")
+	assert.Contains(t, got["vfs_read_iter_helper"], "no BTF prototype")
+}
