@@ -15,6 +15,7 @@ func newInternalRecordSymbolsCmd() *cobra.Command {
 	var (
 		out, fromConsole string
 		perRule          int
+		modules          []string
 		printOut         bool
 	)
 	cmd := &cobra.Command{
@@ -43,6 +44,11 @@ func newInternalRecordSymbolsCmd() *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "ftprobe: extracted %d files into %s\n", len(files), out)
 				return nil
 			}
+			for _, m := range modules {
+				if err := symbols.LoadModule(m); err != nil {
+					return exitcode.Wrap(exitcode.Failure, err)
+				}
+			}
 			kin := kfeat.Load()
 			meta, err := symbols.RecordSymbols(out, kin.Arch, kin.MaxTrampolineArgs(), perRule)
 			if err != nil {
@@ -61,6 +67,7 @@ func newInternalRecordSymbolsCmd() *cobra.Command {
 	f.StringVar(&out, "out", "", "directory to write the fixture set into")
 	f.IntVar(&perRule, "per-rule", 3, "functions recorded per resolution rule")
 	f.BoolVar(&printOut, "print", false, "also print the files as a marked base64 block on stdout (for a VM console)")
+	f.StringArrayVar(&modules, "load-module", nil, "load this kernel module file first, so that module functions are recorded (repeatable)")
 	f.StringVar(&fromConsole, "from-console", "", "extract a printed block from this console capture ('-' for stdin) into --out")
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
 )
 
 // Fixture file names inside a recorded directory.
@@ -166,8 +167,8 @@ func RecordSymbols(dir, arch string, maxArgs, perRule int) (*RecordedMeta, error
 			continue
 		}
 		if s.Module != "" {
-			if !full("module") && !IsSuffixedCopy(s.Name) && proto(s.Name, s.Module) != nil {
-				add("module", k)
+			if rule := "module:" + s.Module; !full(rule) && !IsSuffixedCopy(s.Name) && proto(s.Name, s.Module) != nil {
+				add(rule, k)
 			}
 			continue
 		}
@@ -289,6 +290,25 @@ func RecordSymbols(dir, arch string, maxArgs, perRule int) (*RecordedMeta, error
 		}
 	}
 	return meta, nil
+}
+
+// LoadModule loads the kernel module file at path (finit_module), so that
+// a recording has module functions to select from. A module that is
+// already loaded is not an error.
+func LoadModule(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("load module: %w", err)
+	}
+	defer f.Close()
+	flags := 0
+	if strings.HasSuffix(path, ".xz") || strings.HasSuffix(path, ".zst") || strings.HasSuffix(path, ".gz") {
+		flags = unix.MODULE_INIT_COMPRESSED_FILE
+	}
+	if err := unix.FinitModule(int(f.Fd()), "", flags); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("load module %s: %w", path, err)
+	}
+	return nil
 }
 
 // shallower copies BTF types, reducing structs, unions and enums to name
