@@ -59,7 +59,6 @@ func TestBaseNameDenied(t *testing.T) {
 	assert.Equal(t, "", Denied("vfs_read"))
 }
 
-
 func TestArchiveRoundTrip(t *testing.T) {
 	src := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(src, "btf"), 0o755))
