@@ -24,6 +24,6 @@ kernel; 'vm' and 'trace -- COMMAND' pass the command's status through.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newVMCmd(), newWorkloadCmd(), newTraceCmd(), newInternalExecCmd(), newFeaturesCmd(), newDemoCmd(), newCompareCmd(), newListCmd())
+	root.AddCommand(newVersionCmd(), newVMCmd(), newWorkloadCmd(), newTraceCmd(), newInternalExecCmd(), newFeaturesCmd(), newDemoCmd(), newCompareCmd(), newListCmd(), newInternalRecordSymbolsCmd())
 	return root
 }

@@ -1,0 +1,558 @@
+package symbols
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+)
+
+// Fixture file names inside a recorded directory.
+const (
+	FixtureKallsyms = "kallsyms"
+	FixtureFilter   = "available_filter_functions"
+	FixtureMeta     = "meta.json"
+	// FixtureBTFDir holds one BTF blob per object: "vmlinux" and one per
+	// module, each standalone (structs reduced to name and size).
+	FixtureBTFDir = "btf"
+)
+
+// RecordedMeta describes a recorded fixture set.
+type RecordedMeta struct {
+	Arch    string              `json:"arch"`
+	Release string              `json:"release"`
+	MaxArgs int                 `json:"max_args"`
+	Rules   map[string][]string `json:"rules"` // rule -> selected base names (documentation)
+}
+
+// FixedRecordNames are always recorded: the functions the README and the
+// kernel tests trace.
+var FixedRecordNames = []string{"do_sys_openat2", "vfs_read", "vfs_write", "ksys_read", "bpf_get_numa_node_id"}
+
+// RecordSymbols selects from the running kernel a few functions for each
+// resolution rule (duplicates, compiler copies, modules, argument limits,
+// varargs, struct by value, noreturn, deny list, notrace) plus
+// FixedRecordNames, and writes into dir the kallsyms and
+// available_filter_functions lines of those names, a BTF blob per object
+// holding only their FUNC types, and meta.json. perRule bounds the names
+// per rule.
+func RecordSymbols(dir, arch string, maxArgs, perRule int) (*RecordedMeta, error) {
+	rawSyms, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		return nil, fmt.Errorf("read kallsyms: %w", err)
+	}
+	rawFilter, err := os.ReadFile(TracefsPath + "/available_filter_functions")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, ErrNoTracefs
+		}
+		return nil, fmt.Errorf("read available_filter_functions: %w", err)
+	}
+	syms, err := ParseKallsyms(bytes.NewReader(rawSyms))
+	if err != nil {
+		return nil, err
+	}
+	filter, err := ParseFilterFunctions(bytes.NewReader(rawFilter))
+	if err != nil {
+		return nil, err
+	}
+	vmlinux, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("load vmlinux BTF: %w", err)
+	}
+	specs := map[string]*btf.Spec{"": vmlinux}
+	specFor := func(mod string) *btf.Spec {
+		if s, ok := specs[mod]; ok {
+			return s
+		}
+		s, err := btf.LoadKernelModuleSpec(mod)
+		if err != nil {
+			s = nil
+		}
+		specs[mod] = s
+		return s
+	}
+	funcsOf := func(name, mod string) []*btf.Func {
+		s := specFor(mod)
+		if s == nil {
+			return nil
+		}
+		ts, err := s.AnyTypesByName(name)
+		if err != nil {
+			return nil
+		}
+		var out []*btf.Func
+		for _, t := range ts {
+			if f, ok := t.(*btf.Func); ok {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	proto := func(name, mod string) *btf.FuncProto {
+		fs := funcsOf(name, mod)
+		if len(fs) == 0 {
+			return nil
+		}
+		fp, _ := fs[0].Type.(*btf.FuncProto)
+		return fp
+	}
+
+	count := map[FilterKey]int{}
+	for _, s := range syms {
+		count[FilterKey{s.Name, s.Module}]++
+	}
+	rules := map[string][]string{}
+	chosen := map[FilterKey]bool{}
+	add := func(rule string, k FilterKey) bool {
+		if len(rules[rule]) >= perRule {
+			return false
+		}
+		b := FilterKey{BaseName(k.Name), k.Module}
+		if chosen[b] {
+			return false
+		}
+		chosen[b] = true
+		n := b.Name
+		if b.Module != "" {
+			n += " [" + b.Module + "]"
+		}
+		rules[rule] = append(rules[rule], n)
+		return true
+	}
+	full := func(rule string) bool { return len(rules[rule]) >= perRule }
+	for _, n := range FixedRecordNames {
+		if count[FilterKey{n, ""}] > 0 {
+			chosen[FilterKey{n, ""}] = true
+			rules["fixed"] = append(rules["fixed"], n)
+		}
+	}
+	for n := range noreturn {
+		if count[FilterKey{n, ""}] > 0 {
+			chosen[FilterKey{n, ""}] = true
+			rules["noreturn"] = append(rules["noreturn"], n)
+		}
+	}
+	sort.Strings(rules["noreturn"])
+	deniedBy := map[string]bool{}
+	for _, s := range syms {
+		k := FilterKey{s.Name, s.Module}
+		traceable := filter[k] > 0
+		if !traceable {
+			if s.Module == "" && !full("notrace") && !IsSuffixedCopy(s.Name) && Denied(s.Name) == "" && proto(s.Name, "") != nil {
+				add("notrace", k)
+			}
+			continue
+		}
+		if d := Denied(s.Name); d != "" {
+			if !deniedBy[d] && len(rules["deny"]) < 2*perRule {
+				deniedBy[d] = true
+				b := FilterKey{BaseName(s.Name), s.Module}
+				if !chosen[b] {
+					chosen[b] = true
+					rules["deny"] = append(rules["deny"], b.Name)
+				}
+			}
+			continue
+		}
+		if s.Module != "" {
+			if rule := "module:" + s.Module; !full(rule) && !IsSuffixedCopy(s.Name) && proto(s.Name, s.Module) != nil {
+				add(rule, k)
+			}
+			continue
+		}
+		if IsSuffixedCopy(s.Name) {
+			for _, suf := range []string{".isra.", ".constprop.", ".part."} {
+				if strings.Contains(s.Name, suf) && !full(suf) && proto(BaseName(s.Name), "") != nil {
+					add(suf, k)
+					break
+				}
+			}
+			continue
+		}
+		fp := proto(s.Name, "")
+		if fp == nil {
+			continue
+		}
+		if count[k] > 1 && !full("duplicate") {
+			add("duplicate", k)
+			continue
+		}
+		var varargs bool
+		var byValue bool
+		for i, p := range fp.Params {
+			if p.Type == nil || (i == len(fp.Params)-1 && p.Name == "" && isVoid(p.Type)) {
+				varargs = true
+			}
+			switch btf.UnderlyingType(p.Type).(type) {
+			case *btf.Struct, *btf.Union:
+				byValue = true
+			}
+		}
+		switch n := len(fp.Params); {
+		case varargs:
+			add("varargs", k)
+		case byValue:
+			add("struct-by-value", k)
+		case n > 12:
+			add("args>12", k)
+		case n > 8:
+			add("args>8", k)
+		case n > 6:
+			add("args>6", k)
+		}
+	}
+
+	// Everything whose base name was chosen: the exact symbol and its copies.
+	keep := func(name, mod string) bool { return chosen[FilterKey{BaseName(name), mod}] }
+	if err := os.MkdirAll(filepath.Join(dir, FixtureBTFDir), 0o755); err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	var ks bytes.Buffer
+	for _, line := range strings.Split(string(rawSyms), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || (f[1] != "t" && f[1] != "T") {
+			continue
+		}
+		mod := ""
+		if len(f) > 3 {
+			mod = strings.Trim(f[3], "[]")
+		}
+		if keep(f[2], mod) {
+			ks.WriteString(line + "\n")
+		}
+	}
+	var ff bytes.Buffer
+	for _, line := range strings.Split(string(rawFilter), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		mod := ""
+		if len(f) > 1 {
+			mod = strings.Trim(f[1], "[]")
+		}
+		if keep(f[0], mod) {
+			ff.WriteString(line + "\n")
+		}
+	}
+	byMod := map[string][]btf.Type{}
+	sh := shallower{}
+	keys := make([]FilterKey, 0, len(chosen))
+	for k := range chosen {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].Module < keys[j].Module || (keys[i].Module == keys[j].Module && keys[i].Name < keys[j].Name)
+	})
+	for _, k := range keys {
+		for _, fn := range funcsOf(k.Name, k.Module) {
+			byMod[k.Module] = append(byMod[k.Module], sh.typ(fn))
+		}
+	}
+	for mod, types := range byMod {
+		b, err := btf.NewBuilder(types, nil)
+		if err != nil {
+			return nil, fmt.Errorf("record BTF: %w", err)
+		}
+		blob, err := b.Marshal(nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("record BTF: %w", err)
+		}
+		name := mod
+		if name == "" {
+			name = "vmlinux"
+		}
+		if err := os.WriteFile(filepath.Join(dir, FixtureBTFDir, name), blob, 0o644); err != nil {
+			return nil, fmt.Errorf("record: %w", err)
+		}
+	}
+	rel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	meta := &RecordedMeta{Arch: arch, Release: strings.TrimSpace(string(rel)), MaxArgs: maxArgs, Rules: rules}
+	mj, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	for name, data := range map[string][]byte{FixtureKallsyms: ks.Bytes(), FixtureFilter: ff.Bytes(), FixtureMeta: append(mj, '\n')} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return nil, fmt.Errorf("record: %w", err)
+		}
+	}
+	return meta, nil
+}
+
+// LoadModule loads the kernel module file at path (finit_module), so that
+// a recording has module functions to select from. A module that is
+// already loaded is not an error.
+func LoadModule(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("load module: %w", err)
+	}
+	defer f.Close()
+	flags := 0
+	if strings.HasSuffix(path, ".xz") || strings.HasSuffix(path, ".zst") || strings.HasSuffix(path, ".gz") {
+		flags = unix.MODULE_INIT_COMPRESSED_FILE
+	}
+	if err := unix.FinitModule(int(f.Fd()), "", flags); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("load module %s: %w", path, err)
+	}
+	return nil
+}
+
+// shallower copies BTF types, reducing structs, unions and enums to name
+// and size so that a function's prototype does not pull in the whole
+// kernel type graph. Copies are memoised so that shared types stay shared.
+type shallower map[btf.Type]btf.Type
+
+func (s shallower) typ(t btf.Type) btf.Type {
+	if t == nil {
+		return nil
+	}
+	if c, ok := s[t]; ok {
+		return c
+	}
+	var c btf.Type
+	switch v := t.(type) {
+	case *btf.Func:
+		n := &btf.Func{Name: v.Name, Linkage: v.Linkage}
+		s[t] = n
+		n.Type = s.typ(v.Type)
+		return n
+	case *btf.FuncProto:
+		n := &btf.FuncProto{}
+		s[t] = n
+		n.Return = s.typ(v.Return)
+		for _, p := range v.Params {
+			n.Params = append(n.Params, btf.FuncParam{Name: p.Name, Type: s.typ(p.Type)})
+		}
+		return n
+	case *btf.Pointer:
+		n := &btf.Pointer{}
+		s[t] = n
+		n.Target = s.typ(v.Target)
+		return n
+	case *btf.Typedef:
+		n := &btf.Typedef{Name: v.Name}
+		s[t] = n
+		n.Type = s.typ(v.Type)
+		return n
+	case *btf.Const:
+		c = &btf.Const{Type: s.typ(v.Type)}
+	case *btf.Volatile:
+		c = &btf.Volatile{Type: s.typ(v.Type)}
+	case *btf.Restrict:
+		c = &btf.Restrict{Type: s.typ(v.Type)}
+	case *btf.TypeTag:
+		c = &btf.TypeTag{Value: v.Value, Type: s.typ(v.Type)}
+	case *btf.Array:
+		c = &btf.Array{Index: s.typ(v.Index), Type: s.typ(v.Type), Nelems: v.Nelems}
+	case *btf.Struct:
+		c = &btf.Struct{Name: v.Name, Size: v.Size}
+	case *btf.Union:
+		c = &btf.Union{Name: v.Name, Size: v.Size}
+	case *btf.Enum:
+		c = &btf.Enum{Name: v.Name, Size: v.Size, Signed: v.Signed}
+	case *btf.Int:
+		c = &btf.Int{Name: v.Name, Size: v.Size, Encoding: v.Encoding}
+	case *btf.Float:
+		c = &btf.Float{Name: v.Name, Size: v.Size}
+	case *btf.Fwd:
+		c = &btf.Fwd{Name: v.Name, Kind: v.Kind}
+	case *btf.Void:
+		c = &btf.Void{}
+	default:
+		c = &btf.Void{}
+	}
+	s[t] = c
+	return c
+}
+
+// Archive markers around a recorded fixture set printed to a console.
+const (
+	ArchiveBegin = "FTPROBE-FIXTURES-BEGIN"
+	ArchiveEnd   = "FTPROBE-FIXTURES-END"
+	archiveLine  = "FTPROBE-FX "
+)
+
+// WriteArchive prints every file under dir to w as marked text lines, one
+// "FTPROBE-FX <path> <base64 chunk>" per line between ArchiveBegin and
+// ArchiveEnd, so that it survives a serial console with kernel log lines
+// interleaved; ExtractArchive reads it back.
+func WriteArchive(w io.Writer, dir string) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, ArchiveBegin)
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		enc := base64.StdEncoding.EncodeToString(data)
+		fmt.Fprintf(bw, "%sfile %s %d\n", archiveLine, filepath.ToSlash(rel), len(data))
+		for len(enc) > 0 {
+			n := min(len(enc), 96)
+			fmt.Fprintf(bw, "%s%s %s\n", archiveLine, filepath.ToSlash(rel), enc[:n])
+			enc = enc[n:]
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", dir, err)
+	}
+	fmt.Fprintln(bw, ArchiveEnd)
+	return bw.Flush()
+}
+
+// ExtractArchive reads a console capture holding WriteArchive output and
+// writes its files under dir. Lines without the marker are ignored; a file
+// whose decoded size differs from the announced one is an error.
+func ExtractArchive(r io.Reader, dir string) ([]string, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	in, done := false, false
+	sizes := map[string]int{}
+	chunks := map[string]*strings.Builder{}
+	var order []string
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case strings.Contains(l, ArchiveBegin):
+			in = true
+			continue
+		case strings.Contains(l, ArchiveEnd):
+			done = in
+		}
+		if done {
+			break
+		}
+		i := strings.Index(l, archiveLine)
+		if !in || i < 0 {
+			continue
+		}
+		f := strings.Fields(l[i+len(archiveLine):])
+		if len(f) == 3 && f[0] == "file" {
+			var n int
+			if _, err := fmt.Sscan(f[2], &n); err != nil {
+				return nil, fmt.Errorf("archive: bad size in %q", l)
+			}
+			sizes[f[1]] = n
+			chunks[f[1]] = &strings.Builder{}
+			order = append(order, f[1])
+			continue
+		}
+		if len(f) != 2 || chunks[f[0]] == nil {
+			return nil, fmt.Errorf("archive: bad line %q", l)
+		}
+		chunks[f[0]].WriteString(f[1])
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	if !done {
+		return nil, fmt.Errorf("archive: no complete %s ... %s block", ArchiveBegin, ArchiveEnd)
+	}
+	for _, name := range order {
+		data, err := base64.StdEncoding.DecodeString(chunks[name].String())
+		if err != nil {
+			return nil, fmt.Errorf("archive %s: %w", name, err)
+		}
+		if len(data) != sizes[name] {
+			return nil, fmt.Errorf("archive %s: %d bytes decoded, %d announced", name, len(data), sizes[name])
+		}
+		clean := path.Clean(name)
+		if strings.HasPrefix(clean, "../") || path.IsAbs(clean) {
+			return nil, fmt.Errorf("archive: path %q leaves the directory", name)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(clean))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, fmt.Errorf("archive: %w", err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return nil, fmt.Errorf("archive: %w", err)
+		}
+	}
+	return order, nil
+}
+
+// LoadRecorded builds a Kernel from a fixture set written by RecordSymbols:
+// its kallsyms, available_filter_functions and a BTF lookup over its blobs,
+// with the recorded architecture and trampoline argument limit.
+func LoadRecorded(dir string) (*Kernel, *RecordedMeta, error) {
+	mj, err := os.ReadFile(filepath.Join(dir, FixtureMeta))
+	if err != nil {
+		return nil, nil, fmt.Errorf("fixture meta: %w", err)
+	}
+	meta := &RecordedMeta{}
+	if err := json.Unmarshal(mj, meta); err != nil {
+		return nil, nil, fmt.Errorf("fixture meta %s: %w", dir, err)
+	}
+	ks, err := os.Open(filepath.Join(dir, FixtureKallsyms))
+	if err != nil {
+		return nil, nil, fmt.Errorf("fixture kallsyms: %w", err)
+	}
+	defer ks.Close()
+	syms, err := ParseKallsyms(ks)
+	if err != nil {
+		return nil, nil, err
+	}
+	ff, err := os.Open(filepath.Join(dir, FixtureFilter))
+	if err != nil {
+		return nil, nil, fmt.Errorf("fixture available_filter_functions: %w", err)
+	}
+	defer ff.Close()
+	filter, err := ParseFilterFunctions(ff)
+	if err != nil {
+		return nil, nil, err
+	}
+	specs := map[string]*btf.Spec{}
+	ents, err := os.ReadDir(filepath.Join(dir, FixtureBTFDir))
+	if err != nil {
+		return nil, nil, fmt.Errorf("fixture BTF: %w", err)
+	}
+	for _, e := range ents {
+		f, err := os.Open(filepath.Join(dir, FixtureBTFDir, e.Name()))
+		if err != nil {
+			return nil, nil, fmt.Errorf("fixture BTF: %w", err)
+		}
+		spec, err := btf.LoadSpecFromReader(f)
+		f.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("fixture BTF %s: %w", e.Name(), err)
+		}
+		mod := e.Name()
+		if mod == "vmlinux" {
+			mod = ""
+		}
+		specs[mod] = spec
+	}
+	lookup := func(name, module string) (*btf.Func, error) {
+		spec := specs[module]
+		if spec == nil {
+			return nil, fmt.Errorf("no BTF for module %q: %w", module, btf.ErrNotFound)
+		}
+		var fn *btf.Func
+		if err := spec.TypeByName(name, &fn); err != nil {
+			return nil, err
+		}
+		return fn, nil
+	}
+	return NewKernel(syms, filter, lookup, meta.Arch, meta.MaxArgs), meta, nil
+}
