@@ -69,17 +69,32 @@ func TestEnumParams(t *testing.T) {
 }
 
 // TestProtoErr: functions whose BTF prototype does not describe their
-// registers say why, and their arguments decode raw.
+// registers say why, and their arguments decode raw (recorded kernels).
 func TestProtoErr(t *testing.T) {
-	k := fixtureKernel(t, "arm64", 8)
-	got := map[string]string{}
-	fs, err := k.Match([]string{"do_sys_openat2", "struct_arg_fn", "inlined_helper", "ksys_msgctl", "vfs_read_iter_helper"}, nil)
-	require.NoError(t, err)
-	for _, f := range fs {
-		got[f.Name] = f.ProtoErr
-	}
-	assert.Equal(t, "", got["do_sys_openat2"])
-	assert.Contains(t, got["struct_arg_fn"], "struct passed by value (how)")
-	assert.Contains(t, got["ksys_msgctl.constprop.0"], "compiler copy ksys_msgctl.constprop.0 has no BTF of its own")
-	assert.Contains(t, got["vfs_read_iter_helper"], "no BTF prototype")
+	eachKernel(t, func(t *testing.T, fx fixture) {
+		byValue := fx.plain(func(_ string, fp *btf.FuncProto) bool { return rawByValue(fp) })
+		require.NotEmpty(t, byValue, "the recorded kernel has struct-by-value functions")
+		var copyName string
+		for _, sfx := range []string{".isra.", ".constprop.", ".part."} {
+			for _, n := range fx.meta.Rules[sfx] {
+				for _, s := range fx.k.Syms {
+					if BaseName(s.Name) == n && IsSuffixedCopy(s.Name) && s.Module == "" && copyName == "" {
+						copyName = s.Name
+					}
+				}
+			}
+		}
+		require.NotEmpty(t, copyName, "the recorded kernel has a compiler copy")
+		fs, err := fx.k.Match([]string{"do_sys_openat2", byValue[0], copyName}, nil)
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, f := range fs {
+			got[f.Name] = f.ProtoErr
+		}
+		assert.Equal(t, "", got["do_sys_openat2"])
+		assert.Contains(t, got[byValue[0]], "struct passed by value")
+		if _, own := fx.k.BTF(copyName, ""); own != nil {
+			assert.Contains(t, got[copyName], "compiler copy "+copyName+" has no BTF of its own")
+		}
+	})
 }
