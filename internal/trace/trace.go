@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
@@ -64,6 +66,32 @@ type Options struct {
 	// Stack records and symbolizes the kernel stack at entry
 	// (attach.Options.Stack).
 	Stack bool
+	// StatsEvery, when set, writes a progress line to Log at this interval:
+	// events and their rate, losses so far, and ftprobe's own resident and
+	// Go heap memory (to check it stays flat over a long trace).
+	StatsEvery time.Duration
+}
+
+// MemSample is ftprobe's memory at one --stats-every tick.
+type MemSample struct {
+	At       time.Duration `json:"at_ns"`      // since the trace started
+	Events   uint64        `json:"events"`     // delivered so far
+	RSSBytes uint64        `json:"rss_bytes"`  // resident set (/proc/self/statm)
+	Heap     uint64        `json:"heap_bytes"` // Go heap in use (runtime.MemStats.HeapInuse)
+}
+
+// sampleMem reads ftprobe's resident set size and Go heap.
+func sampleMem() (rss, heap uint64) {
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) > 1 {
+			pages, _ := strconv.ParseUint(f[1], 10, 64)
+			rss = pages * uint64(os.Getpagesize())
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return rss, ms.HeapInuse
 }
 
 // Summary is the final account of a trace (also written as the last JSON
@@ -79,6 +107,10 @@ type Summary struct {
 	Losses      attach.Losses  `json:"losses"`
 	Elapsed     time.Duration  `json:"elapsed_ns"`
 	ExitStatus  int            `json:"command_exit_status,omitempty"`
+	// MaxRSSBytes is ftprobe's peak resident set (getrusage ru_maxrss).
+	MaxRSSBytes uint64 `json:"max_rss_bytes"`
+	// Mem holds the --stats-every samples.
+	Mem []MemSample `json:"mem_samples,omitempty"`
 }
 
 // autoFentryLimit: above this many functions auto prefers kprobe-multi,
@@ -259,6 +291,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return false
 	}
 	lat := stats.New()
+	lastStats := time.Now()
 	// handle decodes and writes one record; it reports --count reached.
 	handle := func() (bool, error) {
 		if err := events.Decode(rec.RawSample, &ev); err != nil {
@@ -312,6 +345,19 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		if err := w.Flush(); err != nil {
 			return nil, exitcode.Wrap(exitcode.Failure, fmt.Errorf("write events: %w", err))
 		}
+		if o.StatsEvery > 0 && time.Since(lastStats) >= o.StatsEvery {
+			lastStats = time.Now()
+			rss, heap := sampleMem()
+			at := time.Since(start)
+			sum.Mem = append(sum.Mem, MemSample{At: at, Events: sum.Events, RSSBytes: rss, Heap: heap})
+			l, _ := tracer.Losses()
+			lost := "none lost"
+			if l.Any() {
+				lost = fmt.Sprintf("lost: %d ringbuf drops, %d missed, %d recursion misses", l.RingbufDrops, l.KprobeMissed, l.RecursionMiss)
+			}
+			fmt.Fprintf(o.Log, "ftprobe: +%s: %d events (%.0f/s), rss %.1f MiB, heap %.1f MiB; %s\n",
+				at.Round(time.Second), sum.Events, float64(sum.Events)/at.Seconds(), float64(rss)/(1<<20), float64(heap)/(1<<20), lost)
+		}
 		if stopped || cmdExited {
 			break
 		}
@@ -336,6 +382,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	stopCommand()
 	sum.Elapsed = time.Since(start)
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
+		sum.MaxRSSBytes = uint64(ru.Maxrss) * 1024 // ru_maxrss is in KiB on Linux
+	}
 	sum.Losses, _ = tracer.Losses()
 	sum.Losses.SkippedFuncs = len(res.Skipped)
 	if cmd != nil && !stopped {
@@ -642,6 +692,7 @@ func appendSummaryJSON(b []byte, s *Summary) []byte {
 	kv("entries", s.Entries)
 	kv("exits", s.Exits)
 	kv("elapsed_ns", uint64(s.Elapsed))
+	kv("max_rss_bytes", s.MaxRSSBytes)
 	b = append(b, `,"losses":{"ringbuf_drops":`...)
 	b = strconv.AppendUint(b, l.RingbufDrops, 10)
 	kv("kprobe_missed", l.KprobeMissed)

@@ -1026,3 +1026,33 @@ func TestVerboseRawFallback(t *testing.T) {
 	assert.Contains(t, log.String(), "arguments shown as raw values: compiler copy "+copyName)
 	assert.NotContains(t, log.String(), "--strings reads", "no string read through a prototype that may not match")
 }
+
+// TestMemoryFlat traces a steady workload with --stats-every and requires
+// ftprobe's resident set and Go heap to stay flat once it runs: no
+// per-event accumulation in the default text/JSON paths. (The 10-minute
+// soak in README is the long form of this check.)
+func TestMemoryFlat(t *testing.T) {
+	e := lab(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 200})
+		}
+	}()
+	var log bytes.Buffer
+	sum, err := trace.Run(ctx, trace.Options{
+		Patterns: []string{"vfs_read", "ksys_read", "do_sys_openat2"}, Mode: "auto", Output: "json",
+		Out: io.Discard, Log: &log, Symbols: e.k, Duration: 12 * time.Second, StatsEvery: time.Second,
+	})
+	require.NoError(t, err)
+	t.Log(log.String())
+	require.GreaterOrEqual(t, len(sum.Mem), 8, "one sample per second")
+	assert.Greater(t, sum.Events, uint64(5000), "a steady stream of events")
+	first, last := sum.Mem[2], sum.Mem[len(sum.Mem)-1]
+	assert.Greater(t, last.Events, first.Events)
+	assert.Less(t, int64(last.RSSBytes)-int64(first.RSSBytes), int64(16<<20), "RSS grew from %d to %d bytes", first.RSSBytes, last.RSSBytes)
+	assert.Less(t, int64(last.Heap)-int64(first.Heap), int64(8<<20), "heap grew from %d to %d bytes", first.Heap, last.Heap)
+	assert.Greater(t, sum.MaxRSSBytes, uint64(0))
+	assert.Contains(t, log.String(), "rss ")
+}
