@@ -350,15 +350,16 @@ static __always_inline void fill_tail(void *ctx, struct event *e, __u32 func_id,
 	if (want_stack) {
 		long n;
 #if defined(__TARGET_ARCH_arm64)
-		if (entry && mode != FTP_MODE_FENTRY) {
+		if (entry && (mode == FTP_MODE_KPROBE_MULTI || mode == FTP_MODE_KPROBE)) {
 			/* A kprobe or fprobe at a function's entry runs before its
 			 * prologue: the frame pointer is still the caller's, so the
 			 * arm64 frame-record unwinder starts at the caller's caller
 			 * and the direct caller, still in the link register,
 			 * is missing (vfs_read, __arm64_sys_read without
-			 * ksys_read). Put it back as the second frame. (fentry
-			 * runs from the trampoline, which builds frame records
-			 * for the traced function: nothing is missing there.) */
+			 * ksys_read). Put it back as the second frame. (fentry,
+			 * fsession and the multi links run from the trampoline,
+			 * which builds frame records for the traced function:
+			 * nothing is missing there, and ctx is not pt_regs.) */
 			n = bpf_get_stack(ctx, &e->kstack[1], sizeof(e->kstack) - 8, 0);
 			if (n >= 8) {
 				e->kstack[0] = e->kstack[1];

@@ -980,7 +980,8 @@ func TestStack(t *testing.T) {
 				assert.Regexp(t, sys, joined, "syscall entry")
 				assert.NotContains(t, joined, "\n0x", "every frame symbolized")
 				require.GreaterOrEqual(t, len(frames), 3)
-				if mode != attach.ModeFentry && e.kin.Arch == "arm64" {
+				trampoline := mode == attach.ModeFentry || mode == attach.ModeFSession || mode == attach.ModeFentryMulti
+				if !trampoline && e.kin.Arch == "arm64" {
 					// At a kprobe/fprobe entry on arm64 the direct caller
 					// is only in the link register, which the exit probe
 					// has already pointed at its return hook: that frame
@@ -990,7 +991,7 @@ func TestStack(t *testing.T) {
 				} else {
 					assert.Contains(t, joined, "ksys_read+", "direct caller")
 				}
-				if mode == attach.ModeFentry {
+				if trampoline {
 					assert.Contains(t, joined, "[bpf]", "ftprobe's program and the trampoline, symbolized from kallsyms")
 				}
 			}
