@@ -263,6 +263,43 @@ func setFilters(spec *ebpf.CollectionSpec, f Filters, strs, stack bool) error {
 
 func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
 	raiseNofile(4*len(opts.Funcs) + 256) // 2 programs + 2 links per function
+	newWorker := func() func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
+		local := spec.Copy()
+		cache := btf.NewCache() // per worker: a Cache is not safe for concurrent use
+		return func(f *symbols.Func) (progs []*ebpf.Program, links []link.Link, err error) {
+			for _, pt := range []struct {
+				name string
+				at   ebpf.AttachType
+				mode string
+			}{{"ftp_fentry", ebpf.AttachTraceFEntry, "fentry"}, {"ftp_fexit", ebpf.AttachTraceFExit, "fexit"}} {
+				// Entry first: a call in flight when its exit probe
+				// arrives then returns "without entry" only if it
+				// started before the entry probe, which is counted
+				// as in flight, not as a loss.
+				local.Programs[pt.name].AttachTo = f.BTFName
+				prog, err := loadWithMaps(local, pt.name, repl, cache)
+				if err != nil {
+					return progs, links, opts.Kernel.Explain(pt.mode, f.Display(), err)
+				}
+				progs = append(progs, prog)
+				l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: pt.at, Cookie: uint64(f.ID)})
+				if err != nil {
+					return progs, links, opts.Kernel.Explain(pt.mode, f.Display(), err)
+				}
+				links = append(links, l)
+			}
+			return progs, links, nil
+		}
+	}
+	return t.perFunction(opts, newWorker)
+}
+
+// perFunction attaches opts.Funcs one by one on up to 8 workers, each
+// made by newWorker (which may hold per-worker state), keeping the
+// programs and links of the functions that attach and recording the
+// others in Failed. It fails only when none attaches, with the first
+// unsupported/privilege reason if there was one.
+func (t *Tracer) perFunction(opts Options, newWorker func() func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error)) error {
 	type result struct {
 		f     *symbols.Func
 		progs []*ebpf.Program
@@ -271,42 +308,15 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 	}
 	jobs := make(chan *symbols.Func)
 	results := make(chan result)
-	workers := runtime.NumCPU()
-	if workers > 8 {
-		workers = 8
-	}
 	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
+	for w := 0; w < min(runtime.NumCPU(), 8); w++ {
 		wg.Add(1)
+		work := newWorker()
 		go func() {
 			defer wg.Done()
-			local := spec.Copy()
-			cache := btf.NewCache() // per worker: a Cache is not safe for concurrent use
 			for f := range jobs {
 				r := result{f: f}
-				for _, pt := range []struct {
-					name string
-					at   ebpf.AttachType
-					mode string
-				}{{"ftp_fentry", ebpf.AttachTraceFEntry, "fentry"}, {"ftp_fexit", ebpf.AttachTraceFExit, "fexit"}} {
-					// Entry first: a call in flight when its exit probe
-					// arrives then returns "without entry" only if it
-					// started before the entry probe, which
-					// InFlightAtStart counts, not as a loss.
-					local.Programs[pt.name].AttachTo = f.BTFName
-					prog, err := loadWithMaps(local, pt.name, repl, cache)
-					if err != nil {
-						r.err = opts.Kernel.Explain(pt.mode, f.Display(), err)
-						break
-					}
-					r.progs = append(r.progs, prog)
-					l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: pt.at, Cookie: uint64(f.ID)})
-					if err != nil {
-						r.err = opts.Kernel.Explain(pt.mode, f.Display(), err)
-						break
-					}
-					r.links = append(r.links, l)
-				}
+				r.progs, r.links, r.err = work(f)
 				results <- r
 			}
 		}()

@@ -1,17 +1,12 @@
 package attach
 
 import (
-	"errors"
 	"fmt"
-	"runtime"
-	"sort"
-	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 
-	"github.com/ftprobe/ftprobe/internal/kfeat"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -91,70 +86,20 @@ func (t *Tracer) openFSession(spec *ebpf.CollectionSpec, repl map[string]*ebpf.M
 	if err != nil {
 		return opts.Kernel.Explain("fsession", describeFuncs(opts.Funcs), err)
 	}
-	raiseNofile(2*len(opts.Funcs) + 256)
-	type result struct {
-		f    *symbols.Func
-		prog *ebpf.Program
-		l    link.Link
-		err  error
-	}
-	jobs := make(chan *symbols.Func)
-	results := make(chan result)
-	var wg sync.WaitGroup
-	for w := 0; w < min(runtime.NumCPU(), 8); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range jobs {
-				r := result{f: f}
-				r.prog, r.err = ld.Load("ftp_fsession", AttachTraceFSession, f.BTFName)
-				if r.err == nil {
-					if r.l, r.err = AttachFSession(r.prog, uint64(f.ID)); r.err != nil {
-						r.prog.Close()
-					}
-				}
-				if r.err != nil {
-					r.err = opts.Kernel.Explain("fsession", f.Display(), r.err)
-				}
-				results <- r
+	raiseNofile(2*len(opts.Funcs) + 256) // 1 program + 1 link per function
+	return t.perFunction(opts, func() func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
+		return func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
+			prog, err := ld.Load("ftp_fsession", AttachTraceFSession, f.BTFName)
+			if err != nil {
+				return nil, nil, opts.Kernel.Explain("fsession", f.Display(), err)
 			}
-		}()
-	}
-	go func() {
-		for _, f := range opts.Funcs {
-			jobs <- f
-		}
-		close(jobs)
-		wg.Wait()
-		close(results)
-	}()
-	done := 0
-	var firstUnsupported error
-	for r := range results {
-		done++
-		if opts.Progress != nil {
-			opts.Progress(done, len(opts.Funcs))
-		}
-		if r.err != nil {
-			t.Failed = append(t.Failed, Failure{r.f, r.err})
-			if firstUnsupported == nil && (errors.Is(r.err, kfeat.ErrUnsupported) || errors.Is(r.err, kfeat.ErrPrivilege)) {
-				firstUnsupported = r.err
+			l, err := AttachFSession(prog, uint64(f.ID))
+			if err != nil {
+				return []*ebpf.Program{prog}, nil, opts.Kernel.Explain("fsession", f.Display(), err)
 			}
-			continue
+			return []*ebpf.Program{prog}, []link.Link{l}, nil
 		}
-		t.progs = append(t.progs, r.prog)
-		t.links = append(t.links, r.l)
-		t.Attached = append(t.Attached, r.f)
-	}
-	sort.Slice(t.Attached, func(i, j int) bool { return t.Attached[i].ID < t.Attached[j].ID })
-	sort.Slice(t.Failed, func(i, j int) bool { return t.Failed[i].Func.ID < t.Failed[j].Func.ID })
-	if len(t.Attached) == 0 {
-		if firstUnsupported != nil {
-			return firstUnsupported
-		}
-		return t.Failed[0].Err
-	}
-	return nil
+	})
 }
 
 // openFentryMulti attaches all functions with one tracing multi link:
