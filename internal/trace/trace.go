@@ -351,10 +351,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			at := time.Since(start)
 			sum.Mem = append(sum.Mem, MemSample{At: at, Events: sum.Events, RSSBytes: rss, Heap: heap})
 			l, _ := tracer.Losses()
-			lost := "none lost"
-			if l.Any() {
-				lost = fmt.Sprintf("lost: %d ringbuf drops, %d missed, %d recursion misses", l.RingbufDrops, l.KprobeMissed, l.RecursionMiss)
-			}
+			lost := lossText(l)
 			fmt.Fprintf(o.Log, "ftprobe: +%s: %d events (%.0f/s), rss %.1f MiB, heap %.1f MiB; %s\n",
 				at.Round(time.Second), sum.Events, float64(sum.Events)/at.Seconds(), float64(rss)/(1<<20), float64(heap)/(1<<20), lost)
 		}
@@ -650,6 +647,16 @@ func exitStatus(err error) int {
 // Line is the one-line summary.
 func (s *Summary) Line() string {
 	l := s.Losses
+	lost := lossText(l)
+	if n := l.InFlight(); n > 0 {
+		lost += fmt.Sprintf(" (%d calls in flight at attach or detach: %d exits without entry, %d entries without exit)", n, l.NoEntry, l.OpenAtExit)
+	}
+	return fmt.Sprintf("ftprobe: %d events (%d entries, %d exits) from %d functions in %s mode in %s; %d skipped, %d failed to attach; %s",
+		s.Events, s.Entries, s.Exits, s.Functions, s.Mode, s.Elapsed.Round(time.Millisecond), s.Skipped, l.FailedAttaches, lost)
+}
+
+// lossText is "none lost" or "LOST: " and every nonzero loss counter.
+func lossText(l attach.Losses) string {
 	lost := "none lost"
 	if l.Any() {
 		var parts []string
@@ -669,11 +676,7 @@ func (s *Summary) Line() string {
 		add(l.StackFailures, "stacks not captured")
 		lost = "LOST: " + strings.Join(parts, ", ")
 	}
-	if n := l.InFlight(); n > 0 {
-		lost += fmt.Sprintf(" (%d calls in flight at attach or detach: %d exits without entry, %d entries without exit)", n, l.NoEntry, l.OpenAtExit)
-	}
-	return fmt.Sprintf("ftprobe: %d events (%d entries, %d exits) from %d functions in %s mode in %s; %d skipped, %d failed to attach; %s",
-		s.Events, s.Entries, s.Exits, s.Functions, s.Mode, s.Elapsed.Round(time.Millisecond), s.Skipped, l.FailedAttaches, lost)
+	return lost
 }
 
 func appendSummaryJSON(b []byte, s *Summary) []byte {

@@ -1049,7 +1049,7 @@ func TestMemoryFlat(t *testing.T) {
 	require.NoError(t, err)
 	t.Log(log.String())
 	require.GreaterOrEqual(t, len(sum.Mem), 8, "one sample per second")
-	assert.Greater(t, sum.Events, uint64(5000), "a steady stream of events")
+	assert.Greater(t, sum.Events, uint64(1000), "a steady stream of events")
 	first, last := sum.Mem[2], sum.Mem[len(sum.Mem)-1]
 	assert.Greater(t, last.Events, first.Events)
 	assert.Less(t, int64(last.RSSBytes)-int64(first.RSSBytes), int64(16<<20), "RSS grew from %d to %d bytes", first.RSSBytes, last.RSSBytes)
