@@ -445,7 +445,7 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"trace", "no_such_function_xyz_*"}, 2, "no such function"},
 		{[]string{"trace", "--mode", "fentry", "--max-functions", "3", "vfs_*"}, 2, "more than --max-functions 3"},
 		{[]string{"trace", "--buffer-size", "1000", "vfs_read"}, 2, "power-of-two multiple of the page size"},
-		{[]string{"trace", "--mode", "bogus", "vfs_read"}, 2, "want auto, fentry, kprobe-multi or kprobe"},
+		{[]string{"trace", "--mode", "bogus", "vfs_read"}, 2, "want auto, fentry, kprobe-multi, kprobe, fsession, fentry-multi"},
 	} {
 		cmd := exec.Command(bin, c.args...)
 		out, err := cmd.CombinedOutput()
