@@ -86,6 +86,9 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			if !quiet {
 				cfg.Progress = func(m string) { fmt.Fprintf(cmd.ErrOrStderr(), "\r\033[K%s", m) }
 			}
+			if err := bench.ValidateTarget(k, cfg.Target); err != nil {
+				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("compare: %w", err))
+			}
 			rep, err := bench.Run(ctx, kin, k, cfg)
 			if !quiet {
 				fmt.Fprintln(cmd.ErrOrStderr())
@@ -117,6 +120,7 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 	f.StringVar(&crowdKs, "crowd-k", "0,10,100", "crowd scenario: numbers of other traced functions")
 	f.Uint32Var(&cfg.RingbufSize, "buffer-size", 4<<20, "ringbuf bytes for trace bodies and streaming")
 	f.IntVar(&cfg.StreamCalls, "stream-calls", 200000, "calls in the streaming scenario")
+	f.StringVar(&cfg.Target, "target", "", "syscall trigger: probe this function instead of the getppid(2) handler (it must run once per getppid call; differences are reported as misses)")
 	f.StringVar(&jsonFile, "json", "", "write the report as JSON to FILE (schema ftprobe-compare/v1, raw samples included); - prints it instead of the table")
 	f.StringVar(&from, "from", "", "render a saved JSON report (table, --plot) instead of measuring")
 	f.StringVar(&plotFile, "plot", "", "draw ns/hit by mode and attach time against N into FILE.svg or FILE.png")

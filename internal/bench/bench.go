@@ -397,7 +397,11 @@ type syscallTrigger struct {
 // (__arm64_sys_getppid, __x64_sys_getppid) when ftrace can patch it, else on
 // __task_pid_nr_ns, which getppid calls once (x86-64 7.x dispatches
 // syscalls through x64_sys_call, where the handlers are not patchable).
-func newSyscallTrigger(k *symbols.Kernel, th *thread) Trigger {
+// A target given by the user (compare --target) replaces it.
+func newSyscallTrigger(k *symbols.Kernel, th *thread, target string) Trigger {
+	if target != "" {
+		return &syscallTrigger{target: target, th: th}
+	}
 	t := "__x64_sys_getppid"
 	if runtime.GOARCH == "arm64" {
 		t = "__arm64_sys_getppid"

@@ -35,7 +35,34 @@ type Config struct {
 	RingbufSize  uint32   // streaming and trace bodies
 	StreamCalls  int      // calls in the streaming scenario
 	Scenarios    []string // hit, attach, crowd, stream
-	Progress     func(msg string)
+	// Target replaces the syscall trigger's probed function (default: the
+	// getppid(2) handler). It must run once per getppid(2) call for the
+	// counts to be exact; any difference is reported as misses.
+	Target   string
+	Progress func(msg string)
+}
+
+// ValidateTarget checks cfg.Target before anything is attached: it must
+// be a function of this kernel that both fentry and kprobe.multi can
+// trace. Errors wrap ErrBadInput with the resolver's reason (unknown name
+// with the closest ones, not in available_filter_functions, no BTF, ...).
+func ValidateTarget(k *symbols.Kernel, target string) error {
+	if target == "" {
+		return nil
+	}
+	if k == nil {
+		return fmt.Errorf("%w: --target %s: no symbol view of this kernel", ErrBadInput, target)
+	}
+	for _, mode := range []string{symbols.ModeFentry, symbols.ModeKprobeMulti} {
+		res, err := k.Resolve([]string{target}, nil, mode, 0)
+		if err != nil {
+			return fmt.Errorf("%w: --target: %w", ErrBadInput, err)
+		}
+		if len(res.Funcs) != 1 {
+			return fmt.Errorf("%w: --target %s names %d functions in %s mode; name one (name@ADDRESS for one copy)", ErrBadInput, target, len(res.Funcs), mode)
+		}
+	}
+	return nil
 }
 
 // Header describes the machine and kernel.
@@ -157,6 +184,9 @@ func Run(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config) (*
 	}
 	if kin.Emulated != "" {
 		r.Header.Warning = "measured under " + kin.Emulated + ": absolute numbers do not transfer to hardware; compare ratios within this run"
+	}
+	if err := ValidateTarget(k, cfg.Target); err != nil {
+		return nil, err
 	}
 	th := newThread()
 	defer th.close()
@@ -308,7 +338,7 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 				continue
 			}
 		case TriggerSyscall:
-			trig = newSyscallTrigger(k, th)
+			trig = newSyscallTrigger(k, th, cfg.Target)
 			calls = cfg.SyscallCalls
 		default:
 			return fmt.Errorf("%w: unknown trigger %q (want kernel or syscall)", ErrBadInput, tn)
