@@ -446,6 +446,10 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"trace", "--mode", "fentry", "--max-functions", "3", "vfs_*"}, 2, "more than --max-functions 3"},
 		{[]string{"trace", "--buffer-size", "1000", "vfs_read"}, 2, "power-of-two multiple of the page size"},
 		{[]string{"trace", "--mode", "bogus", "vfs_read"}, 2, "want auto, fentry, kprobe-multi, kprobe, fsession, fentry-multi"},
+		{[]string{"compare", "--target", "vfs_raed", "--scenario", "hit"}, 2, "did you mean"},
+		{[]string{"compare", "--target", "migrate_disable", "--scenario", "hit"}, 2, "migrate_disable"},
+		{[]string{"compare", "--buffer-size", "1000"}, 2, "power-of-two multiple of the page size"},
+		{[]string{"compare", "--attach-n", "100000", "--scenario", "attach"}, 2, "fewer than N=100000"},
 	} {
 		cmd := exec.Command(bin, c.args...)
 		out, err := cmd.CombinedOutput()
