@@ -94,7 +94,7 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 	f.DurationVar(&o.Filters.MinDuration, "min-duration", 0, "only calls at least this long (emitted at exit with entry args)")
 	f.BoolVar(&o.Filters.ErrorsOnly, "errors", false, "only calls returning a negative int or an error pointer")
 	f.DurationVar(&o.Duration, "duration", 0, "stop after this long")
-	f.DurationVar(&o.StatsEvery, "stats-every", 0, "print a progress line at this interval: events, rate, losses, ftprobe's RSS and Go heap")
+	f.DurationVar(&o.StatsEvery, "stats-every", 0, "print a progress line at this interval: events, rate, losses, ftprobe's RSS and live Go heap")
 	f.IntVar(&o.Count, "count", 0, "stop after N events")
 	f.IntVar(&o.MaxFunctions, "max-functions", 2000, "refuse patterns matching more functions than this")
 	f.Uint32Var(&bufferSize, "buffer-size", 4<<20, "ringbuf size in bytes (power-of-two multiple of the page size)")

@@ -11,7 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
+	"runtime/metrics"
 	"slices"
 	"sort"
 	"strconv"
@@ -67,8 +67,8 @@ type Options struct {
 	// (attach.Options.Stack).
 	Stack bool
 	// StatsEvery, when set, writes a progress line to Log at this interval:
-	// events and their rate, losses so far, and ftprobe's own resident and
-	// Go heap memory (to check it stays flat over a long trace).
+	// events and their rate, losses so far, and ftprobe's own resident set
+	// and live Go heap (to check they stay flat over a long trace).
 	StatsEvery time.Duration
 }
 
@@ -77,7 +77,7 @@ type MemSample struct {
 	At       time.Duration `json:"at_ns"`      // since the trace started
 	Events   uint64        `json:"events"`     // delivered so far
 	RSSBytes uint64        `json:"rss_bytes"`  // resident set (/proc/self/statm)
-	Heap     uint64        `json:"heap_bytes"` // Go heap in use (runtime.MemStats.HeapInuse)
+	Heap     uint64        `json:"heap_bytes"` // Go live heap after the last GC (runtime/metrics /gc/heap/live:bytes)
 }
 
 // sampleMem reads ftprobe's resident set size and Go heap.
@@ -89,9 +89,14 @@ func sampleMem() (rss, heap uint64) {
 			rss = pages * uint64(os.Getpagesize())
 		}
 	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return rss, ms.HeapInuse
+	// The live heap as of the last GC: what a leak grows. (HeapInuse also
+	// counts garbage not yet collected, up to GOGC's 2x of the live heap.)
+	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(m)
+	if m[0].Value.Kind() == metrics.KindUint64 {
+		heap = m[0].Value.Uint64()
+	}
+	return rss, heap
 }
 
 // Summary is the final account of a trace (also written as the last JSON
@@ -292,6 +297,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	lat := stats.New()
 	lastStats := time.Now()
+	statsDue := func() bool { return o.StatsEvery > 0 && time.Since(lastStats) >= o.StatsEvery }
 	// handle decodes and writes one record; it reports --count reached.
 	handle := func() (bool, error) {
 		if err := events.Decode(rec.RawSample, &ev); err != nil {
@@ -338,21 +344,21 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 				return nil, exitcode.Wrap(exitcode.Failure, err)
 			}
 			// A busy ring never runs dry: poll the stop conditions anyway.
-			if countDone || (n%256 == 0 && shouldStop()) {
+			if countDone || (n%256 == 0 && (shouldStop() || statsDue())) {
 				break
 			}
 		}
 		if err := w.Flush(); err != nil {
 			return nil, exitcode.Wrap(exitcode.Failure, fmt.Errorf("write events: %w", err))
 		}
-		if o.StatsEvery > 0 && time.Since(lastStats) >= o.StatsEvery {
+		if statsDue() {
 			lastStats = time.Now()
 			rss, heap := sampleMem()
 			at := time.Since(start)
 			sum.Mem = append(sum.Mem, MemSample{At: at, Events: sum.Events, RSSBytes: rss, Heap: heap})
 			l, _ := tracer.Losses()
 			lost := lossText(l)
-			fmt.Fprintf(o.Log, "ftprobe: +%s: %d events (%.0f/s), rss %.1f MiB, heap %.1f MiB; %s\n",
+			fmt.Fprintf(o.Log, "ftprobe: +%s: %d events (%.0f/s), rss %.1f MiB, live heap %.1f MiB; %s\n",
 				at.Round(time.Second), sum.Events, float64(sum.Events)/at.Seconds(), float64(rss)/(1<<20), float64(heap)/(1<<20), lost)
 		}
 		if stopped || cmdExited {
