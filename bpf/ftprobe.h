@@ -44,8 +44,15 @@ struct pt_regs {
 #error "ftprobe BPF programs support __TARGET_ARCH_x86 and __TARGET_ARCH_arm64"
 #endif
 
-/* CO-RE view of the few task_struct fields the fork tracepoint reads. */
+/* CO-RE view of the few fields the fork and exit tracepoints read. */
+struct signal_struct {
+	struct {
+		int counter;
+	} live; /* atomic_t: threads of the group still alive */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
+	struct signal_struct *signal;
 } __attribute__((preserve_access_index));

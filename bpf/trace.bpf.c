@@ -57,6 +57,7 @@ enum ftp_stat {
 	FTP_STAT_EXIT_HITS = 6,     /* exits that passed the filters */
 	FTP_STAT_STR_FAULT = 7,     /* --strings: a string read failed (<fault>) */
 	FTP_STAT_STACK_FAIL = 8,    /* --stack: bpf_get_stack failed */
+	FTP_STAT_TREE_FULL = 9,     /* a forked process not followed: tgids full */
 	FTP_STAT_MAX = 10,
 };
 
@@ -664,6 +665,21 @@ int ftp_fork(__u64 *ctx)
 		return 0;
 	__u32 ctgid = child->tgid;
 	__u8 one = 1;
-	bpf_map_update_elem(&tgids, &ctgid, &one, BPF_ANY);
+	if (bpf_map_update_elem(&tgids, &ctgid, &one, BPF_ANY))
+		count(FTP_STAT_TREE_FULL);
+	return 0;
+}
+
+/* Forget a process of the tree when its last thread exits, so tgids holds
+ * only live processes (a long `-- make -j` forks far more than it holds).
+ * do_exit() decrements signal->live before this tracepoint fires. */
+SEC("tp_btf/sched_process_exit")
+int ftp_exit(__u64 *ctx)
+{
+	struct task_struct *p = (struct task_struct *)ctx[0];
+	if (p->signal->live.counter != 0)
+		return 0;
+	__u32 tgid = p->tgid;
+	bpf_map_delete_elem(&tgids, &tgid);
 	return 0;
 }

@@ -111,7 +111,8 @@ type Tracer struct {
 	maps      bpfobj.TraceMaps
 	progs     []*ebpf.Program
 	links     []link.Link
-	fork      link.Link
+	fork      link.Link // --tree: follows forks into tgids
+	exit      link.Link // --tree: forgets exited processes
 	multi     []link.Link       // kprobe-multi links (entry, exit)
 	tramp     *TrampolineLoader // fsession, fentry-multi
 	closeOnce sync.Once
@@ -182,11 +183,17 @@ func Open(opts Options) (_ *Tracer, err error) {
 	if opts.Filters.Tree {
 		var p struct {
 			Fork *ebpf.Program `ebpf:"ftp_fork"`
+			Exit *ebpf.Program `ebpf:"ftp_exit"`
 		}
 		if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork", err)
 		}
-		t.progs = append(t.progs, p.Fork)
+		t.progs = append(t.progs, p.Fork, p.Exit)
+		// Exit first: a process is then forgotten from the moment any
+		// process is followed.
+		if t.exit, err = link.AttachTracing(link.TracingOptions{Program: p.Exit}); err != nil {
+			return nil, opts.Kernel.Explain("tp_btf", "sched_process_exit", err)
+		}
 		if t.fork, err = link.AttachTracing(link.TracingOptions{Program: p.Fork}); err != nil {
 			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork", err)
 		}
@@ -593,9 +600,24 @@ func (t *Tracer) Reader() (*ringbuf.Reader, error) {
 	return ringbuf.NewReader(t.maps.Events)
 }
 
-// AddTGID adds a process to the tree filter (Filters.Tree).
+// AddTGID adds a process to the tree filter (Filters.Tree). Its forks are
+// followed, and every process of the tree is forgotten when its last
+// thread exits.
 func (t *Tracer) AddTGID(tgid uint32) error {
 	return t.maps.Tgids.Put(tgid, uint8(1))
+}
+
+// TreeSize returns how many processes the tree filter follows now
+// (entries of the tgids map).
+func (t *Tracer) TreeSize() int {
+	var k uint32
+	var v uint8
+	n := 0
+	it := t.maps.Tgids.Iterate()
+	for it.Next(&k, &v) {
+		n++
+	}
+	return n
 }
 
 // Losses counts everything that was not delivered. Calls in flight when
@@ -614,6 +636,7 @@ type Losses struct {
 	OpenAtExit     uint64 `json:"entries_without_exit"` // frames still open when the trace stopped
 	StringFaults   uint64 `json:"string_faults"`        // --strings reads that failed (shown as <fault>)
 	StackFailures  uint64 `json:"stack_failures"`       // --stack: bpf_get_stack failures (no stack on the record)
+	TreeFull       uint64 `json:"tree_not_followed"`    // forked processes of the traced command not followed (tgids map full)
 	SkippedFuncs   int    `json:"skipped_functions"`
 	FailedAttaches int    `json:"failed_attaches"`
 }
@@ -623,7 +646,7 @@ type Losses struct {
 // frames unwound without their own exit (a missed exit probe run), and
 // string reads or stacks that failed (the event arrived without them).
 func (l Losses) Any() bool {
-	return l.RingbufDrops+l.DepthOverflow+l.Unwound+l.StackFull+l.KprobeMissed+l.RecursionMiss+l.StringFaults+l.StackFailures > 0
+	return l.RingbufDrops+l.DepthOverflow+l.Unwound+l.StackFull+l.KprobeMissed+l.RecursionMiss+l.StringFaults+l.StackFailures+l.TreeFull > 0
 }
 
 // InFlight is the number of calls that were running when the probes were
@@ -654,6 +677,7 @@ func (t *Tracer) Losses() (Losses, error) {
 	l.ExitHits = read(6)
 	l.StringFaults = read(7)
 	l.StackFailures = read(8)
+	l.TreeFull = read(9)
 	l.KprobeMissed = t.multiMissed()
 	for _, p := range t.progs {
 		if st, err := p.Stats(); err == nil {
@@ -734,9 +758,11 @@ func (t *Tracer) closeLinks() {
 		t.multi[i] = nil
 	}
 	t.links = nil
-	if t.fork != nil {
-		t.fork.Close()
-		t.fork = nil
+	for _, l := range []*link.Link{&t.fork, &t.exit} {
+		if *l != nil {
+			(*l).Close()
+			*l = nil
+		}
 	}
 }
 

@@ -63,6 +63,7 @@ const (
 	TraceMapStats             = "stats"
 	TraceMapTgids             = "tgids"
 	TraceMapZeroStack         = "zero_stack"
+	TraceProgFtpExit          = "ftp_exit"
 	TraceProgFtpFentry        = "ftp_fentry"
 	TraceProgFtpFentryMulti   = "ftp_fentry_multi"
 	TraceProgFtpFexit         = "ftp_fexit"
@@ -128,6 +129,7 @@ type TraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceProgramSpecs struct {
+	FtpExit          *ebpf.ProgramSpec `ebpf:"ftp_exit"`
 	FtpFentry        *ebpf.ProgramSpec `ebpf:"ftp_fentry"`
 	FtpFentryMulti   *ebpf.ProgramSpec `ebpf:"ftp_fentry_multi"`
 	FtpFexit         *ebpf.ProgramSpec `ebpf:"ftp_fexit"`
@@ -228,6 +230,7 @@ type TraceVariables struct {
 //
 // It can be passed to LoadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TracePrograms struct {
+	FtpExit          *ebpf.Program `ebpf:"ftp_exit"`
 	FtpFentry        *ebpf.Program `ebpf:"ftp_fentry"`
 	FtpFentryMulti   *ebpf.Program `ebpf:"ftp_fentry_multi"`
 	FtpFexit         *ebpf.Program `ebpf:"ftp_fexit"`
@@ -243,6 +246,7 @@ type TracePrograms struct {
 
 func (p *TracePrograms) Close() error {
 	return _TraceClose(
+		p.FtpExit,
 		p.FtpFentry,
 		p.FtpFentryMulti,
 		p.FtpFexit,

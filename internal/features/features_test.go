@@ -30,6 +30,10 @@ func TestDevHostVerdicts(t *testing.T) {
 		"kprobe.session":  "CONFIG_FPROBE not set",
 		"kprobe":          "CONFIG_KPROBES not set",
 		"kretprobe":       "CONFIG_KPROBES not set",
+		"fsession":        "this kernel (6.18) predates fsession",
+		"fentry.multi":    "this kernel (6.18) predates the tracing multi links",
+		"fexit.multi":     "this kernel (6.18) predates the tracing multi links",
+		"fsession.multi":  "this kernel (6.18) predates the tracing multi links",
 	} {
 		got := r.Get(mode)
 		assert.False(t, got.Works, mode)

@@ -680,6 +680,7 @@ func lossText(l attach.Losses) string {
 		add(l.StackFull, "threads without stack slot")
 		add(l.StringFaults, "string reads faulted")
 		add(l.StackFailures, "stacks not captured")
+		add(l.TreeFull, "forked processes not followed (tgids map full)")
 		lost = "LOST: " + strings.Join(parts, ", ")
 	}
 	return lost
@@ -714,6 +715,7 @@ func appendSummaryJSON(b []byte, s *Summary) []byte {
 	kv("failed_attaches", uint64(l.FailedAttaches))
 	kv("string_faults", l.StringFaults)
 	kv("stack_failures", l.StackFailures)
+	kv("tree_not_followed", l.TreeFull)
 	b = append(b, `},"per_function":{`...)
 	names := make([]string, 0, len(s.PerFunction))
 	for n := range s.PerFunction {

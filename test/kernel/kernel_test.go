@@ -1061,3 +1061,33 @@ func TestMemoryFlat(t *testing.T) {
 	assert.Greater(t, sum.MaxRSSBytes, uint64(0))
 	assert.Contains(t, log.String(), "rss ")
 }
+
+// TestTreeForgetsExited follows this process's forks with the tree filter
+// and requires every exited child to be forgotten: the tgids map holds
+// only live processes, and nothing is counted as not followed.
+func TestTreeForgetsExited(t *testing.T) {
+	e := lab(t)
+	bin := ftprobeBinary(t)
+	var mode string
+	for _, m := range modes {
+		if e.works[m] {
+			mode = m
+			break
+		}
+	}
+	require.NotEmpty(t, mode)
+	res, err := e.k.Resolve([]string{"do_sys_openat2"}, nil, mode, 0)
+	require.NoError(t, err)
+	tr, err := attach.Open(attach.Options{Mode: mode, Funcs: res.Funcs, Kernel: e.kin, RingbufSize: 64 << 10, Filters: attach.Filters{Tree: true}})
+	require.NoError(t, err)
+	defer tr.Close()
+	require.NoError(t, tr.AddTGID(uint32(os.Getpid())))
+	require.Equal(t, 1, tr.TreeSize())
+	for i := 0; i < 40; i++ {
+		require.NoError(t, exec.Command(bin, "version").Run())
+	}
+	assert.Equal(t, 1, tr.TreeSize(), "40 children came and went; only this process is left")
+	l, err := tr.Losses()
+	require.NoError(t, err)
+	assert.Zero(t, l.TreeFull)
+}
