@@ -174,6 +174,25 @@ struct {
 	__type(value, __u8);
 } tgids SEC(".maps");
 
+/* Armed by user space once every link is attached, disarmed before the
+ * first is detached: while links come and go one by one (an fentry link
+ * attaches before its fexit link; fentry mode attaches functions one at a
+ * time), entries whose exits cannot be seen would pile up on the frame
+ * stacks. Calls that straddle arming are counted as in flight. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} armed SEC(".maps");
+
+static __always_inline int is_armed(void)
+{
+	__u32 zero = 0;
+	__u32 *a = bpf_map_lookup_elem(&armed, &zero);
+	return a && *a;
+}
+
 /* Filters, set by user space before load (frozen .rodata). */
 volatile const __u32 filter_tgid = 0;
 volatile const __u32 filter_tid = 0;
@@ -379,6 +398,8 @@ static __always_inline void fill_tail(void *ctx, struct event *e, __u32 func_id,
 
 static __always_inline int on_entry(void *ctx, __u32 func_id, __u64 *args, __u8 nargs, __u8 mode)
 {
+	if (!is_armed())
+		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!pass_filters(pid_tgid))
 		return 0;
@@ -460,6 +481,8 @@ static __always_inline __s64 normalize_ret(__u32 func_id, __u64 raw, int *is_err
 
 static __always_inline int on_exit(void *ctx, __u32 func_id, __u64 raw_ret, __u8 mode)
 {
+	if (!is_armed())
+		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!pass_filters(pid_tgid))
 		return 0;

@@ -178,7 +178,7 @@ func Open(opts Options) (_ *Tracer, err error) {
 	}
 	repl := map[string]*ebpf.Map{
 		"events": t.maps.Events, "stacks": t.maps.Stacks, "zero_stack": t.maps.ZeroStack,
-		"stats": t.maps.Stats, "funcs": t.maps.Funcs, "tgids": t.maps.Tgids,
+		"stats": t.maps.Stats, "funcs": t.maps.Funcs, "tgids": t.maps.Tgids, "armed": t.maps.Armed,
 	}
 	if opts.Filters.Tree {
 		var p struct {
@@ -226,6 +226,10 @@ func Open(opts Options) (_ *Tracer, err error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	// Every link is in place: start recording (see `armed` in trace.bpf.c).
+	if err := t.maps.Armed.Put(uint32(0), uint32(1)); err != nil {
+		return nil, fmt.Errorf("arm: %w", err)
 	}
 	return t, nil
 }
@@ -730,6 +734,9 @@ func (t *Tracer) Detach() {
 			}
 		}
 	}
+	// Stop recording before the first link goes: calls running now are
+	// counted as in flight (entries without exit), not as losses.
+	t.maps.Armed.Put(uint32(0), uint32(0))
 	t.closeLinks()
 	if m > t.missed {
 		t.missed = m

@@ -71,7 +71,7 @@ func TestTrampolineCode(t *testing.T) {
 	require.Greater(t, int(kfuncID), 5, "after the fillers: a wrong id source would give a small one")
 	fds := map[string]asm.FDer{}
 	want := map[int32]bool{}
-	for i, name := range []string{".rodata", "events", "stacks", "zero_stack", "stats", "funcs", "tgids"} {
+	for i, name := range []string{".rodata", "events", "stacks", "zero_stack", "stats", "funcs", "tgids", "armed"} {
 		fds[name] = fakeFD(100 + i)
 		want[int32(100+i)] = true
 	}

@@ -57,6 +57,7 @@ type TraceTstack struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	TraceMapArmed             = "armed"
 	TraceMapEvents            = "events"
 	TraceMapFuncs             = "funcs"
 	TraceMapStacks            = "stacks"
@@ -147,6 +148,7 @@ type TraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceMapSpecs struct {
+	Armed     *ebpf.MapSpec `ebpf:"armed"`
 	Events    *ebpf.MapSpec `ebpf:"events"`
 	Funcs     *ebpf.MapSpec `ebpf:"funcs"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
@@ -191,6 +193,7 @@ func (o *TraceObjects) Close() error {
 //
 // It can be passed to LoadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceMaps struct {
+	Armed     *ebpf.Map `ebpf:"armed"`
 	Events    *ebpf.Map `ebpf:"events"`
 	Funcs     *ebpf.Map `ebpf:"funcs"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
@@ -201,6 +204,7 @@ type TraceMaps struct {
 
 func (m *TraceMaps) Close() error {
 	return _TraceClose(
+		m.Armed,
 		m.Events,
 		m.Funcs,
 		m.Stacks,
