@@ -1068,6 +1068,10 @@ func TestMemoryFlat(t *testing.T) {
 		assert.Less(t, heapGrowth/n, 16.0, "live heap bytes per event over %.0f events", n)
 	}
 	assert.Greater(t, sum.MaxRSSBytes, uint64(0))
+	// Links are armed only once all are attached: no entry waits for an
+	// exit probe that is not there yet (depth 2 at most here).
+	assert.Zero(t, sum.Losses.DepthOverflow, "entries beyond the frame stack")
+	assert.Zero(t, sum.Losses.Unwound, "frames unwound without their exit")
 	assert.Contains(t, log.String(), "rss ")
 }
 
