@@ -150,7 +150,7 @@ func (r *Report) Plot(path string) (err error) {
 	p1 := plot.New()
 	p1.Title.Text = fmt.Sprintf("hit cost over baseline, %s %s%s", r.Header.Release, r.Header.Arch, emu(r.Header.Emulated))
 	p1.Y.Label.Text = "ns per call over baseline (median, min-max)"
-	p1.X.Label.Text = "mode (kmulti = kprobe.multi, kret = kretprobe.multi)"
+	p1.X.Label.Text = "mode (fe+fx = fentry+fexit, .m = .multi, kmulti = kprobe.multi, kret = kretprobe.multi)"
 	var names []string
 	var vals plotter.Values
 	var errs plotter.YErrors
@@ -185,7 +185,7 @@ func (r *Report) Plot(path string) (err error) {
 	p2 := plot.New()
 	p2.Title.Text = "attach time against N"
 	p2.X.Label.Text = "N functions"
-	p2.Y.Label.Text = "attach ms (median)"
+	p2.Y.Label.Text = "attach ms (median, log scale)"
 	var lines []any
 	for _, mode := range AttachModes {
 		var xy plotter.XYs
@@ -203,6 +203,10 @@ func (r *Report) Plot(path string) (err error) {
 			return err
 		}
 		p2.X.Scale = plot.LogScale{}
+		// Log y too: one link (kprobe.multi, the tracing multi links)
+		// and N links differ by orders of magnitude.
+		p2.Y.Scale = plot.LogScale{}
+		p2.Y.Tick.Marker = plot.LogTicks{}
 		p2.X.Tick.Marker = plot.LogTicks{}
 	} else {
 		p2.Title.Text += " (no supported mode)"
@@ -226,7 +230,9 @@ func shortMode(m string) string {
 	case ModeKprobeSession:
 		return "ksession"
 	case ModeFentryFexit:
-		return "fentry+fexit"
+		return "fe+fx"
+	case ModeFSession:
+		return "fsess"
 	case ModeKprobeMulti:
 		return "kmulti"
 	case ModeFentryMulti:
