@@ -111,8 +111,8 @@ type Tracer struct {
 	maps      bpfobj.TraceMaps
 	progs     []*ebpf.Program
 	links     []link.Link
-	fork      link.Link // --tree: follows forks into tgids
-	exit      link.Link // --tree: forgets exited processes
+	fork      link.Link         // --tree: follows forks into tgids
+	exit      link.Link         // --tree: forgets exited processes
 	multi     []link.Link       // kprobe-multi links (entry, exit)
 	tramp     *TrampolineLoader // fsession, fentry-multi
 	closeOnce sync.Once
