@@ -15,8 +15,8 @@ import (
 )
 
 func newDemoCmd() *cobra.Command {
-	var count int
-	return &cobra.Command{
+	count := 3
+	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Trace a built-in workload (open + read of /etc/hostname) with fentry/fexit, then kprobe.multi",
 		Long: `demo runs 'ftprobe workload' under 'ftprobe trace do_sys_openat2 vfs_read' once per
@@ -59,4 +59,6 @@ command runs it in the lab: ftprobe vm --kernel debian:7.3 --arch arm64 -- demo`
 			return nil
 		},
 	}
+	cmd.Flags().IntVar(&count, "count", count, "reads of /etc/hostname by the workload")
+	return cmd
 }

@@ -1104,3 +1104,26 @@ func TestTreeForgetsExited(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, l.TreeFull)
 }
+
+// TestDemo runs `ftprobe demo`, README's first command, in the guest: it
+// traces the workload in fentry and in kprobe-multi mode, each with every
+// call accounted for.
+func TestDemo(t *testing.T) {
+	e := lab(t)
+	bin := ftprobeBinary(t)
+	out, err := exec.Command(bin, "demo").CombinedOutput()
+	if !e.works[attach.ModeFentry] && !e.works[attach.ModeKprobeMulti] {
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%s", out)
+		assert.Equal(t, 3, ee.ExitCode(), "%s", out)
+		return
+	}
+	require.NoError(t, err, "%s", out)
+	for _, m := range []string{attach.ModeFentry, attach.ModeKprobeMulti} {
+		if e.works[m] {
+			assert.Regexp(t, `ftprobe: \d+ events .* in `+m+` mode .*none lost`, string(out), m)
+		}
+	}
+	// workload read --count 3: one open and three 1-byte reads per mode.
+	assert.Contains(t, string(out), "workload read --count 3")
+}
