@@ -639,43 +639,36 @@ int ftp_fsession(void *ctx) { return session(ctx, FTP_MODE_FSESSION); }
 SEC("fsession")
 int ftp_fsession_multi(void *ctx) { return session(ctx, FTP_MODE_FSESSION_MULTI); }
 
-SEC("kprobe.multi")
-int ftp_kmulti(struct pt_regs *ctx)
+/* Entry and exit of the kprobe modes: arguments and return value from the
+ * registers (pt_regs), function id in the attach cookie. */
+static __always_inline int regs_entry(struct pt_regs *ctx, __u8 mode)
 {
 	__u64 args[FTP_MAX_ARGS] = {
 		FTP_ARG0(ctx), FTP_ARG1(ctx), FTP_ARG2(ctx),
 		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
 	};
-	return on_entry(ctx, (__u32)bpf_get_attach_cookie(ctx), args, FTP_MAX_ARGS,
-			FTP_MODE_KPROBE_MULTI);
+	return on_entry(ctx, (__u32)bpf_get_attach_cookie(ctx), args, FTP_MAX_ARGS, mode);
 }
 
-SEC("kretprobe.multi")
-int ftp_kretmulti(struct pt_regs *ctx)
+static __always_inline int regs_exit(struct pt_regs *ctx, __u8 mode)
 {
-	return on_exit(ctx, (__u32)bpf_get_attach_cookie(ctx), FTP_RET(ctx),
-		       FTP_MODE_KPROBE_MULTI);
+	return on_exit(ctx, (__u32)bpf_get_attach_cookie(ctx), FTP_RET(ctx), mode);
 }
+
+SEC("kprobe.multi")
+int ftp_kmulti(struct pt_regs *ctx) { return regs_entry(ctx, FTP_MODE_KPROBE_MULTI); }
+
+SEC("kretprobe.multi")
+int ftp_kretmulti(struct pt_regs *ctx) { return regs_exit(ctx, FTP_MODE_KPROBE_MULTI); }
 
 /* Single kprobes/kretprobes: the fallback where neither trampolines nor
  * fprobe exist (arm64 before 6.4). Function id in the perf-event cookie
  * (>= 5.15). */
 SEC("kprobe")
-int ftp_kprobe(struct pt_regs *ctx)
-{
-	__u64 args[FTP_MAX_ARGS] = {
-		FTP_ARG0(ctx), FTP_ARG1(ctx), FTP_ARG2(ctx),
-		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
-	};
-	return on_entry(ctx, (__u32)bpf_get_attach_cookie(ctx), args, FTP_MAX_ARGS,
-			FTP_MODE_KPROBE);
-}
+int ftp_kprobe(struct pt_regs *ctx) { return regs_entry(ctx, FTP_MODE_KPROBE); }
 
 SEC("kretprobe")
-int ftp_kretprobe(struct pt_regs *ctx)
-{
-	return on_exit(ctx, (__u32)bpf_get_attach_cookie(ctx), FTP_RET(ctx), FTP_MODE_KPROBE);
-}
+int ftp_kretprobe(struct pt_regs *ctx) { return regs_exit(ctx, FTP_MODE_KPROBE); }
 
 /* Follow the traced command's process tree (filter_tree). */
 SEC("tp_btf/sched_process_fork")

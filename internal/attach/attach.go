@@ -423,16 +423,13 @@ func (t *Tracer) openKprobeMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 	if err != nil && len(good) == 0 {
 		return opts.Kernel.Explain("kprobe.multi", describeFuncs(opts.Funcs), err)
 	}
-	for _, b := range bad {
-		t.Failed = append(t.Failed, Failure{b.Func, opts.Kernel.Explain("kprobe.multi", b.Func.Display(), b.Err)})
-	}
 	t.multi = append(t.multi, entry)
 	exit, err := attach(p.Exit, multiOpts(good), true)
 	if err != nil {
 		return opts.Kernel.Explain("kretprobe.multi", describeFuncs(good), err)
 	}
 	t.multi = append(t.multi, exit)
-	t.Attached = append(t.Attached, good...)
+	t.addMultiResult(good, bad, "kprobe.multi", opts)
 	return nil
 }
 

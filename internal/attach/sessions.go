@@ -151,6 +151,7 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 				t.progs = append(t.progs, prog)
 				t.links = append(t.links, l)
 				t.addMultiResult(good, bad, "fsession.multi", opts)
+				multiProgress(opts)
 				t.Variant = "fsession.multi"
 				return nil
 			}
@@ -179,6 +180,7 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 	}
 	t.links = append(t.links, xl)
 	t.addMultiResult(good, bad, "fentry.multi", opts)
+	multiProgress(opts)
 	t.Variant = "fentry.multi+fexit.multi"
 	if sessionErr != nil {
 		t.Variant += " (fsession.multi: " + sessionErr.Error() + ")"
@@ -186,11 +188,17 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 	return nil
 }
 
+// addMultiResult records the outcome of a bisected multi link (kprobe.multi,
+// the tracing multi links): the refused functions explained, the rest attached.
 func (t *Tracer) addMultiResult(good []*symbols.Func, bad []Failure, mode string, opts Options) {
 	for _, b := range bad {
 		t.Failed = append(t.Failed, Failure{b.Func, opts.Kernel.Explain(mode, b.Func.Display(), b.Err)})
 	}
 	t.Attached = append(t.Attached, good...)
+}
+
+// multiProgress reports a multi link's functions attached at once.
+func multiProgress(opts Options) {
 	if opts.Progress != nil {
 		opts.Progress(len(opts.Funcs), len(opts.Funcs))
 	}
