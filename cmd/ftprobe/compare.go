@@ -37,7 +37,9 @@ func newCompareCmd() *cobra.Command {
           and syscall (getppid(2) loop, probe on its handler)
   attach  wall time to attach and detach N functions: one kprobe.multi link
           versus N fentry (fexit) links, with the programs' pinned memory
-  crowd   hit cost while K other functions are traced by other links
+  crowd   hit cost of fentry and kprobe.multi while K other functions are
+          traced by K fentry links or one kprobe.multi link (--crowd-by), with
+          the target alone and shared with the other attach path
   stream  events per second delivered through the ringbuf, and drops
 The baseline is re-measured right before every mode; medians of --runs runs
 with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
@@ -49,6 +51,11 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			}
 			if cfg.CrowdK, err = parseInts(crowdKs, "--crowd-k"); err != nil {
 				return err
+			}
+			for _, by := range cfg.CrowdBy {
+				if by != bench.CrowdByFentry && by != bench.CrowdByKprobeMulti {
+					return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--crowd-by %q: want %s or %s", by, bench.CrowdByFentry, bench.CrowdByKprobeMulti))
+				}
 			}
 			if err := attach.ValidateRingbufSize(cfg.RingbufSize); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--buffer-size: %w", err))
@@ -118,6 +125,7 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 	f.IntVar(&cfg.Batch, "batch", 1000, "kernel trigger: calls per BPF_PROG_TEST_RUN")
 	f.StringVar(&attachNs, "attach-n", "1,10,100,1000", "attach scenario: numbers of functions")
 	f.StringVar(&crowdKs, "crowd-k", "0,10,100", "crowd scenario: numbers of other traced functions")
+	f.StringSliceVar(&cfg.CrowdBy, "crowd-by", []string{bench.CrowdByFentry, bench.CrowdByKprobeMulti}, "crowd scenario: who traces the K other functions: fentry (K links), kprobe.multi (one link)")
 	f.Uint32Var(&cfg.RingbufSize, "buffer-size", 4<<20, "ringbuf bytes for trace bodies and streaming")
 	f.IntVar(&cfg.StreamCalls, "stream-calls", 200000, "calls in the streaming scenario")
 	f.StringVar(&cfg.Target, "target", "", "syscall trigger: probe this function instead of the getppid(2) handler (it must run once per getppid call; differences are reported as misses)")

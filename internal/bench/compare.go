@@ -32,6 +32,7 @@ type Config struct {
 	Batch        int      // kernel trigger: calls per BPF_PROG_TEST_RUN
 	AttachN      []int    // attach/detach scenario sizes
 	CrowdK       []int    // crowded-ftrace scenario sizes
+	CrowdBy      []string // crowd kinds: CrowdByFentry, CrowdByKprobeMulti (default both)
 	RingbufSize  uint32   // streaming and trace bodies
 	StreamCalls  int      // calls in the streaming scenario
 	Scenarios    []string // hit, attach, crowd, stream
@@ -112,15 +113,26 @@ type AttachRow struct {
 	MemlockB    uint64 `json:"prog_memlock_bytes"` // sum of the programs' memlock (bpf_prog_info)
 }
 
-// CrowdRow is a hit cost with K other functions traced.
+// CrowdRow is the hit cost on the kernel trigger's target (empty body)
+// while other ftrace users are present: K other functions traced By one
+// kind of link (none at K=0), and, when Shared, the target itself also
+// traced by the other attach path (sharerOf), so its call site walks
+// ftrace's ops list.
 type CrowdRow struct {
-	Mode       string `json:"mode"`
-	K          int    `json:"k"`
-	Supported  bool   `json:"supported"`
-	Reason     string `json:"reason,omitempty"`
-	NsPerHit   Stat   `json:"ns_per_hit"`
-	OverheadNs Stat   `json:"ns_over_baseline"`
-	Misses     int64  `json:"misses"`
+	Mode         string  `json:"mode"`          // measured: fentry or kprobe.multi
+	By           string  `json:"crowd_by"`      // fentry, kprobe.multi; "" at K=0
+	K            int     `json:"k"`             // other functions traced
+	Shared       bool    `json:"target_shared"` // the other attach path also on the target
+	Supported    bool    `json:"supported"`
+	Reason       string  `json:"reason,omitempty"`
+	NsPerHit     Stat    `json:"ns_per_hit"`
+	OverheadNs   Stat    `json:"ns_over_baseline"`
+	XBaseline    Stat    `json:"x_baseline"`      // ns/hit over the baseline taken right before, per run
+	VsK0         float64 `json:"vs_k0,omitempty"` // x_baseline median over the K=0 row's (same mode and sharing)
+	Hits         uint64  `json:"hits_last_run"`
+	Expected     uint64  `json:"hits_expected"`
+	Misses       int64   `json:"misses"`                  // expected - counted, summed over the measured runs
+	SharerMisses int64   `json:"sharer_misses,omitempty"` // calls the sharer on the target did not count
 }
 
 // StreamRow is streaming throughput.
@@ -641,12 +653,60 @@ func attachOnce(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode string, fs []*s
 	return load, att, det, info, nil
 }
 
+// Crowd kinds: who else traces functions while the target is measured.
+const (
+	CrowdByFentry      = "fentry"       // K fentry links: one trampoline each, and one direct ftrace_ops each unless the kernel shares one (CONFIG_HAVE_SINGLE_FTRACE_DIRECT_OPS, x86-64 7.x)
+	CrowdByKprobeMulti = "kprobe.multi" // one kprobe.multi link over K functions: fprobe's one shared ftrace_ops
+)
+
+// crowdModes are the modes measured under a crowd.
+var crowdModes = []string{ModeFentry, ModeKprobeMulti}
+
+// sharerOf is the probe put on the target itself in the shared rows: the
+// other attach path, so the target's call site has two ftrace_ops and goes
+// through ftrace's ops list (ftrace_ops_list_func) instead of a call to its
+// one ops or trampoline.
+func sharerOf(mode string) string {
+	if mode == ModeFentry {
+		return ModeKprobeMulti
+	}
+	return ModeFentry
+}
+
+// runCrowd measures the hit cost of fentry and kprobe.multi on the kernel
+// trigger's target (empty body) with K other functions traced by each
+// crowd kind in cfg.CrowdBy, with the target traced by nobody else and
+// shared with the other attach path. K=0 is measured once, without a
+// crowd, as the reference of vs_k0. Every sample is taken against a
+// baseline measured right before it, with the crowd (and the sharer)
+// attached, so x_baseline is the measured mode's own slowdown under that
+// crowd.
 func runCrowd(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread, cfg Config, r *Report) error {
+	bys := cfg.CrowdBy
+	if len(bys) == 0 {
+		bys = []string{CrowdByFentry, CrowdByKprobeMulti}
+	}
+	type block struct {
+		by string
+		k  int
+	}
+	var blocks []block
+	for _, kk := range cfg.CrowdK {
+		if kk == 0 {
+			blocks = append(blocks, block{"", 0})
+			continue
+		}
+		for _, by := range bys {
+			blocks = append(blocks, block{by, kk})
+		}
+	}
 	trig, err := newKernelTrigger(cfg.Batch, th)
 	if err != nil {
-		for _, kk := range cfg.CrowdK {
-			for _, m := range []string{ModeFentry, ModeKprobeMulti} {
-				r.Crowd = append(r.Crowd, CrowdRow{Mode: m, K: kk, Reason: err.Error()})
+		for _, b := range blocks {
+			for _, shared := range []bool{false, true} {
+				for _, m := range crowdModes {
+					r.Crowd = append(r.Crowd, CrowdRow{Mode: m, By: b.by, K: b.k, Shared: shared, Reason: err.Error()})
+				}
 			}
 		}
 		return nil
@@ -669,54 +729,130 @@ func runCrowd(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *threa
 	if err != nil {
 		return err
 	}
-	for _, kk := range cfg.CrowdK {
-		for _, mode := range []string{ModeFentry, ModeKprobeMulti} {
-			row := CrowdRow{Mode: mode, K: kk, Supported: true}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			cfg.progress("crowded ftrace: %s with K=%d other functions traced", mode, kk)
-			crowd, err := crowdAttach(kin, crowdSpec, mode, others[:kk])
-			if err != nil {
-				row.Supported, row.Reason = false, reasonOf(err)
-				r.Crowd = append(r.Crowd, row)
-				continue
-			}
-			var nsS, ovS []float64
-			for run := -1; run < cfg.Runs && row.Supported; run++ {
-				bt, _ := trig.Run(calls)
-				c, err := attachCounter(kin, spec, mode, trig.Target())
-				if err != nil {
-					row.Supported, row.Reason = false, reasonOf(err)
-					break
-				}
-				c.reset()
-				mt, _ := trig.Run(calls)
-				hits, _ := c.count()
-				row.Misses += int64(calls) - int64(hits)
-				c.Close()
-				if run < 0 {
-					row.Misses = 0
+	first := len(r.Crowd)
+	defer func() { setVsK0(r.Crowd[first:]) }()
+	for _, b := range blocks {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var crowd func()
+		var cerr error
+		if b.k > 0 {
+			cfg.progress("crowded ftrace: attaching %d other functions by %s", b.k, b.by)
+			crowd, cerr = crowdAttach(kin, crowdSpec, b.by, others[:b.k])
+		}
+		for _, shared := range []bool{false, true} {
+			for _, mode := range crowdModes {
+				row := CrowdRow{Mode: mode, By: b.by, K: b.k, Shared: shared, Supported: true}
+				if cerr != nil {
+					row.Supported, row.Reason = false, "crowd: "+reasonOf(cerr)
+					r.Crowd = append(r.Crowd, row)
 					continue
 				}
-				b := float64(bt.Nanoseconds()) / float64(calls)
-				v := float64(mt.Nanoseconds()) / float64(calls)
-				nsS = append(nsS, v)
-				ovS = append(ovS, v-b)
+				err := measureCrowded(ctx, kin, spec, trig, calls, cfg, &row)
+				r.Crowd = append(r.Crowd, row)
+				if err != nil {
+					if crowd != nil {
+						crowd()
+					}
+					return err
+				}
 			}
+		}
+		if crowd != nil {
 			crowd()
-			if row.Supported {
-				row.NsPerHit, row.OverheadNs = NewStat(nsS), NewStat(ovS)
-			}
-			r.Crowd = append(r.Crowd, row)
 		}
 	}
 	return nil
 }
 
-// crowdAttach traces fs with counting programs in the same kind of mode
-// (fentry links, or one kprobe.multi link) and returns the detach func.
-func crowdAttach(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode string, fs []*symbols.Func) (func(), error) {
+// measureCrowded fills row with cfg.Runs samples (after one warm-up) of the
+// row's mode on trig's target, each against a baseline measured right
+// before it; in a shared row the other attach path (sharerOf) stays on the
+// target throughout and its hits are checked too. Unsupported modes mark
+// the row; only ctx cancellation and trigger failures are returned.
+func measureCrowded(ctx context.Context, kin *kfeat.Info, spec *ebpf.CollectionSpec, trig Trigger, calls int, cfg Config, row *CrowdRow) error {
+	if row.Shared {
+		s, err := attachCounter(kin, spec, sharerOf(row.Mode), trig.Target())
+		if err != nil {
+			row.Supported, row.Reason = false, "sharer "+sharerOf(row.Mode)+": "+reasonOf(err)
+			return nil
+		}
+		defer s.Close()
+		defer func() {
+			// The sharer counted the baseline and the measured runs.
+			if !row.Supported {
+				return
+			}
+			n, _ := s.count()
+			row.SharerMisses = int64(2*(cfg.Runs+1)*calls) - int64(n)
+		}()
+		s.reset()
+	}
+	var nsS, ovS, xS []float64
+	for run := -1; run < cfg.Runs; run++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		by := row.By
+		if by == "" {
+			by = "nobody"
+		}
+		cfg.progress("crowded ftrace: %s, K=%d by %s, target shared=%v, run %d/%d", row.Mode, row.K, by, row.Shared, run+1, cfg.Runs)
+		bt, err := trig.Run(calls)
+		if err != nil {
+			return fmt.Errorf("crowd: kernel trigger: %w", err)
+		}
+		c, err := attachCounter(kin, spec, row.Mode, trig.Target())
+		if err != nil {
+			row.Supported, row.Reason = false, reasonOf(err)
+			return nil
+		}
+		c.reset()
+		mt, err := trig.Run(calls)
+		hits, herr := c.count()
+		c.Close()
+		if err != nil || herr != nil {
+			return fmt.Errorf("crowd: %s: %w", row.Mode, errors.Join(err, herr))
+		}
+		if run < 0 {
+			continue
+		}
+		row.Hits, row.Expected = hits, uint64(calls)
+		row.Misses += int64(calls) - int64(hits)
+		b := float64(bt.Nanoseconds()) / float64(calls)
+		v := float64(mt.Nanoseconds()) / float64(calls)
+		nsS = append(nsS, v)
+		ovS = append(ovS, v-b)
+		if b > 0 {
+			xS = append(xS, v/b)
+		}
+	}
+	row.NsPerHit, row.OverheadNs, row.XBaseline = NewStat(nsS), NewStat(ovS), NewStat(xS)
+	return nil
+}
+
+// setVsK0 sets each supported row's VsK0: its x_baseline median over the
+// K=0 row of the same mode and sharing (a ratio of ratios, so drift
+// between the blocks, 30% on the lab's amd64, cancels).
+func setVsK0(rows []CrowdRow) {
+	ref := map[[2]any]float64{}
+	for _, row := range rows {
+		if row.K == 0 && row.Supported {
+			ref[[2]any{row.Mode, row.Shared}] = row.XBaseline.Median
+		}
+	}
+	for i := range rows {
+		if x := ref[[2]any{rows[i].Mode, rows[i].Shared}]; x > 0 && rows[i].Supported {
+			rows[i].VsK0 = rows[i].XBaseline.Median / x
+		}
+	}
+}
+
+// crowdAttach traces fs with counting programs: K fentry links (by
+// CrowdByFentry) or one kprobe.multi link (CrowdByKprobeMulti). It returns
+// the func that detaches them; on error nothing stays attached.
+func crowdAttach(kin *kfeat.Info, spec *ebpf.CollectionSpec, by string, fs []*symbols.Func) (func(), error) {
 	if len(fs) == 0 {
 		return func() {}, nil
 	}
@@ -730,7 +866,8 @@ func crowdAttach(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode string, fs []*
 			p.Close()
 		}
 	}
-	if mode == ModeKprobeMulti {
+	switch by {
+	case CrowdByKprobeMulti:
 		p, err := loadOne(spec, "count_kmulti", "", nil)
 		if err != nil {
 			return nil, kin.Explain("kprobe.multi", "", err)
@@ -743,26 +880,28 @@ func crowdAttach(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode string, fs []*
 		l, err := link.KprobeMulti(p, link.KprobeMultiOptions{Addresses: addrs})
 		if err != nil {
 			done()
-			return nil, kin.Explain("kprobe.multi", "crowd", err)
+			return nil, kin.Explain("kprobe.multi", fmt.Sprintf("%d crowd functions", len(fs)), err)
 		}
 		links = append(links, l)
 		return done, nil
-	}
-	for _, f := range fs {
-		p, err := loadOne(spec, "count_fentry", f.BTFName, nil)
-		if err != nil {
-			done()
-			return nil, kin.Explain("fentry", f.Display(), err)
+	case CrowdByFentry:
+		for _, f := range fs {
+			p, err := loadOne(spec, "count_fentry", f.BTFName, nil)
+			if err != nil {
+				done()
+				return nil, kin.Explain("fentry", f.Display(), err)
+			}
+			progs = append(progs, p)
+			l, err := link.AttachTracing(link.TracingOptions{Program: p})
+			if err != nil {
+				done()
+				return nil, kin.Explain("fentry", f.Display(), err)
+			}
+			links = append(links, l)
 		}
-		progs = append(progs, p)
-		l, err := link.AttachTracing(link.TracingOptions{Program: p})
-		if err != nil {
-			done()
-			return nil, kin.Explain("fentry", f.Display(), err)
-		}
-		links = append(links, l)
+		return done, nil
 	}
-	return done, nil
+	return nil, fmt.Errorf("%w: unknown crowd kind %q (want %s or %s)", ErrBadInput, by, CrowdByFentry, CrowdByKprobeMulti)
 }
 
 func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread, cfg Config, r *Report) error {

@@ -1,0 +1,61 @@
+package bench
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSetVsK0 checks the crowd rows' ratio of ratios: each row's
+// x_baseline median over the K=0 row of the same mode and sharing, never
+// across modes or sharing, and none for unsupported rows.
+func TestSetVsK0(t *testing.T) {
+	x := func(v float64) Stat { return NewStat([]float64{v}) }
+	rows := []CrowdRow{
+		{Mode: ModeFentry, K: 0, Supported: true, XBaseline: x(2)},
+		{Mode: ModeKprobeMulti, K: 0, Supported: true, XBaseline: x(4)},
+		{Mode: ModeFentry, K: 0, Shared: true, Supported: true, XBaseline: x(5)},
+		{Mode: ModeFentry, By: CrowdByFentry, K: 100, Supported: true, XBaseline: x(3)},
+		{Mode: ModeKprobeMulti, By: CrowdByFentry, K: 100, Supported: true, XBaseline: x(2)},
+		{Mode: ModeFentry, By: CrowdByFentry, K: 100, Shared: true, Supported: true, XBaseline: x(10)},
+		{Mode: ModeKprobeMulti, By: CrowdByKprobeMulti, K: 100, Shared: true, Supported: true, XBaseline: x(9)}, // its K=0 row is missing
+		{Mode: ModeFentry, By: CrowdByKprobeMulti, K: 10, Supported: false, XBaseline: x(7)},
+	}
+	setVsK0(rows)
+	assert.InDelta(t, 1.0, rows[0].VsK0, 1e-9)
+	assert.InDelta(t, 1.0, rows[1].VsK0, 1e-9)
+	assert.InDelta(t, 1.5, rows[3].VsK0, 1e-9)
+	assert.InDelta(t, 0.5, rows[4].VsK0, 1e-9)
+	assert.InDelta(t, 2.0, rows[5].VsK0, 1e-9)
+	assert.Zero(t, rows[6].VsK0, "no K=0 reference for kprobe.multi shared")
+	assert.Zero(t, rows[7].VsK0, "unsupported")
+}
+
+// TestCrowdReport renders crowd rows as text and through a JSON round trip:
+// the crowd kind, the sharer on the target, the ratios, the sharer's
+// misses and an unsupported row's numbered reason.
+func TestCrowdReport(t *testing.T) {
+	r := &Report{Schema: SchemaID, Crowd: []CrowdRow{
+		{Mode: ModeFentry, K: 0, Supported: true, NsPerHit: NewStat([]float64{300, 310, 320}), OverheadNs: NewStat([]float64{200}), XBaseline: NewStat([]float64{3}), VsK0: 1},
+		{Mode: ModeFentry, By: CrowdByFentry, K: 100, Shared: true, Supported: true, NsPerHit: NewStat([]float64{900}), OverheadNs: NewStat([]float64{800}), XBaseline: NewStat([]float64{9}), VsK0: 3, SharerMisses: 7},
+		{Mode: ModeKprobeMulti, By: CrowdByKprobeMulti, K: 10, Reason: "crowd: CONFIG_FPROBE not set"},
+	}}
+	var buf bytes.Buffer
+	require.NoError(t, r.WriteJSON(&buf))
+	p := filepath.Join(t.TempDir(), "r.json")
+	require.NoError(t, os.WriteFile(p, buf.Bytes(), 0o644))
+	back, err := ReadReport(p)
+	require.NoError(t, err)
+	require.Equal(t, r.Crowd, back.Crowd)
+	var out bytes.Buffer
+	back.WriteText(&out)
+	s := out.String()
+	assert.Regexp(t, `fentry\s+-\s+0\s+alone\s+310\.0\s+\[300\.0\.\.320\.0\]\s+200\.0\s+3\.00x\s+1\.00x\s+0`, s)
+	assert.Regexp(t, `fentry\s+fentry\s+100\s+\+kprobe\.multi\s+900\.0 .* 9\.00x\s+3\.00x\s+0 \(sharer 7\)`, s)
+	assert.Regexp(t, `kprobe\.multi\s+kprobe\.multi\s+10\s+alone\s+unsupported \[1\]`, s)
+	assert.Contains(t, s, "[1] kprobe.multi, crowd kprobe.multi K=10, target alone: crowd: CONFIG_FPROBE not set")
+}
