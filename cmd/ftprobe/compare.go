@@ -23,7 +23,7 @@ func newCompareCmd() *cobra.Command {
 		cfg                          bench.Config
 		jsonFile, plotFile, attachNs string
 		crowdKs, from                string
-		quiet                        bool
+		quiet, schema                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "compare",
@@ -62,6 +62,10 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			}
 			if cfg.Runs < 1 || cfg.Calls < 1 || cfg.Batch < 1 {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--runs, --calls and --batch must be positive"))
+			}
+			if schema {
+				_, err := cmd.OutOrStdout().Write(bench.Schema)
+				return err
 			}
 			if plotFile != "" && !strings.HasSuffix(plotFile, ".svg") && !strings.HasSuffix(plotFile, ".png") {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--plot %s: want FILE.svg or FILE.png", plotFile))
@@ -133,6 +137,7 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 	f.StringVar(&from, "from", "", "render a saved JSON report (table, --plot) instead of measuring")
 	f.StringVar(&plotFile, "plot", "", "draw ns/hit by mode and attach time against N into FILE.svg or FILE.png")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
+	f.BoolVar(&schema, "schema", false, "print the JSON Schema of the --json document and exit")
 	return cmd
 }
 

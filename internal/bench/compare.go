@@ -68,49 +68,49 @@ func ValidateTarget(k *symbols.Kernel, target string) error {
 
 // Header describes the machine and kernel.
 type Header struct {
-	Tool     string            `json:"tool"`
-	Time     time.Time         `json:"time"`
-	Release  string            `json:"kernel_release"`
-	Arch     string            `json:"arch"`
-	CPU      string            `json:"cpu_model"`
-	CPUs     int               `json:"cpus"`
-	Emulated string            `json:"emulated,omitempty"`
-	Config   map[string]string `json:"kernel_config"`
-	Warning  string            `json:"warning,omitempty"`
-	Runs     int               `json:"runs"`
+	Tool     string            `json:"tool"`               // "ftprobe compare"
+	Time     time.Time         `json:"time"`               // start of the run, UTC (RFC 3339)
+	Release  string            `json:"kernel_release"`     // uname -r
+	Arch     string            `json:"arch"`               // kernel architecture: arm64, x86_64
+	CPU      string            `json:"cpu_model"`          // from /proc/cpuinfo
+	CPUs     int               `json:"cpus"`               // online CPUs
+	Emulated string            `json:"emulated,omitempty"` // "QEMU TCG" when emulated, else absent
+	Config   map[string]string `json:"kernel_config"`      // CONFIG_* keys that matter to the attach paths: y, m, or "" when unset
+	Warning  string            `json:"warning,omitempty"`  // set when absolute numbers do not transfer (emulation)
+	Runs     int               `json:"runs"`               // measured runs per row, after one warm-up
 }
 
 // HitRow is one mode's hit cost.
 type HitRow struct {
-	Trigger     string  `json:"trigger"`
-	Body        string  `json:"body"`
-	Mode        string  `json:"mode"`
-	Target      string  `json:"target"`
-	Supported   bool    `json:"supported"`
-	Reason      string  `json:"reason,omitempty"`
-	Calls       int     `json:"calls_per_run"`
-	NsPerHit    Stat    `json:"ns_per_hit"`
-	OverheadNs  Stat    `json:"ns_over_baseline"`
-	MHitsPerSec float64 `json:"mhits_per_s"`
+	Trigger     string  `json:"trigger"`                   // kernel (BPF_PROG_TEST_RUN driver) or syscall (getppid(2) loop)
+	Body        string  `json:"body"`                      // empty, trace or filtered
+	Mode        string  `json:"mode"`                      // baseline, fentry, fexit, fentry+fexit, kprobe.multi, ..., raw_tp
+	Target      string  `json:"target"`                    // the probed kernel function (or tracepoint)
+	Supported   bool    `json:"supported"`                 // false: the kernel refused the mode; Reason says why
+	Reason      string  `json:"reason,omitempty"`          // why the mode is unsupported
+	Calls       int     `json:"calls_per_run"`             // triggered calls of the target per run
+	NsPerHit    Stat    `json:"ns_per_hit"`                // wall ns per triggered call, probe attached
+	OverheadNs  Stat    `json:"ns_over_baseline"`          // ns per call over the baseline measured right before each run
+	MHitsPerSec float64 `json:"mhits_per_s"`               // millions of calls per second at the median
 	RatioFentry float64 `json:"ratio_to_fentry,omitempty"` // overhead / fentry's overhead
-	Hits        uint64  `json:"hits_last_run"`
-	Expected    uint64  `json:"hits_expected"`
-	Misses      int64   `json:"misses"` // expected - counted, summed over runs (fprobe and recursion misses included)
+	Hits        uint64  `json:"hits_last_run"`             // program runs counted in the last run
+	Expected    uint64  `json:"hits_expected"`             // program runs the last run should count
+	Misses      int64   `json:"misses"`                    // expected - counted, summed over runs (fprobe and recursion misses included)
 }
 
 // AttachRow is the attach/detach cost of N functions in one mode.
 type AttachRow struct {
-	Mode        string `json:"mode"`
-	N           int    `json:"n"`
-	Supported   bool   `json:"supported"`
-	Reason      string `json:"reason,omitempty"`
-	LoadMs      Stat   `json:"load_ms"`   // program load and verification
-	AttachMs    Stat   `json:"attach_ms"` // link creation
-	DetachMs    Stat   `json:"detach_ms"`
-	Links       int    `json:"links"`
-	Programs    int    `json:"programs"`
-	Trampolines int    `json:"trampolines"`
-	MemlockB    uint64 `json:"prog_memlock_bytes"` // sum of the programs' memlock (bpf_prog_info)
+	Mode        string `json:"mode"`               // fentry, fexit, kprobe.multi, fentry.multi, fsession.multi
+	N           int    `json:"n"`                  // functions attached
+	Supported   bool   `json:"supported"`          // false: the kernel refused the mode; Reason says why
+	Reason      string `json:"reason,omitempty"`   // why the mode is unsupported
+	LoadMs      Stat   `json:"load_ms"`            // program load and verification, ms
+	AttachMs    Stat   `json:"attach_ms"`          // link creation, ms
+	DetachMs    Stat   `json:"detach_ms"`          // closing the links, ms
+	Links       int    `json:"links"`              // BPF links created
+	Programs    int    `json:"programs"`           // BPF programs loaded
+	Trampolines int    `json:"trampolines"`        // BPF trampolines the links need (one per function for fentry/fexit)
+	MemlockB    uint64 `json:"prog_memlock_bytes"` // sum of the programs' memlock (bpf_prog_info), bytes
 }
 
 // CrowdRow is the hit cost on the kernel trigger's target (empty body)
@@ -137,26 +137,26 @@ type CrowdRow struct {
 
 // StreamRow is streaming throughput.
 type StreamRow struct {
-	Mode         string  `json:"mode"`
-	RingbufBytes uint32  `json:"ringbuf_bytes"`
-	Supported    bool    `json:"supported"`
-	Reason       string  `json:"reason,omitempty"`
-	Calls        int     `json:"calls"`
-	Delivered    uint64  `json:"events_delivered"`
-	Dropped      uint64  `json:"events_dropped"`
-	EventsPerSec float64 `json:"events_per_s"`
+	Mode         string  `json:"mode"`             // trace program's mode: fentry or kprobe-multi
+	RingbufBytes uint32  `json:"ringbuf_bytes"`    // ringbuf size, bytes
+	Supported    bool    `json:"supported"`        // false: the kernel refused the mode; Reason says why
+	Reason       string  `json:"reason,omitempty"` // why the mode is unsupported
+	Calls        int     `json:"calls"`            // triggered calls (two events each: entry and exit)
+	Delivered    uint64  `json:"events_delivered"` // events the reader received
+	Dropped      uint64  `json:"events_dropped"`   // events the ringbuf refused (full)
+	EventsPerSec float64 `json:"events_per_s"`     // delivered events per wall second
 }
 
 // Report is one compare document (JSON schema in README: one document per
 // run so runs from many kernels and machines can be merged).
 type Report struct {
-	Schema  string      `json:"schema"`
-	Header  Header      `json:"header"`
-	Hit     []HitRow    `json:"hit_cost"`
-	Attach  []AttachRow `json:"attach_cost"`
-	Crowd   []CrowdRow  `json:"crowded_ftrace"`
-	Stream  []StreamRow `json:"streaming"`
-	Partial bool        `json:"partial,omitempty"` // interrupted
+	Schema  string      `json:"schema"`            // SchemaID, "ftprobe-compare/v1"
+	Header  Header      `json:"header"`            // machine and kernel
+	Hit     []HitRow    `json:"hit_cost"`          // scenario hit
+	Attach  []AttachRow `json:"attach_cost"`       // scenario attach
+	Crowd   []CrowdRow  `json:"crowded_ftrace"`    // scenario crowd
+	Stream  []StreamRow `json:"streaming"`         // scenario stream
+	Partial bool        `json:"partial,omitempty"` // interrupted (Ctrl-C): only what was measured
 }
 
 // ErrBadInput marks a configuration the kernel cannot satisfy (N larger
