@@ -150,13 +150,13 @@ type StreamRow struct {
 // Report is one compare document (JSON schema in README: one document per
 // run so runs from many kernels and machines can be merged).
 type Report struct {
-	Schema  string      `json:"schema"`            // SchemaID, "ftprobe-compare/v1"
-	Header  Header      `json:"header"`            // machine and kernel
-	Hit     []HitRow    `json:"hit_cost"`          // scenario hit
-	Attach  []AttachRow `json:"attach_cost"`       // scenario attach
-	Crowd   []CrowdRow  `json:"crowded_ftrace"`    // scenario crowd
-	Stream  []StreamRow `json:"streaming"`         // scenario stream
-	Partial bool        `json:"partial,omitempty"` // interrupted (Ctrl-C): only what was measured
+	Schema  string      `json:"schema"`                   // SchemaID, "ftprobe-compare/v1"
+	Header  Header      `json:"header"`                   // machine and kernel
+	Hit     []HitRow    `json:"hit_cost,omitempty"`       // scenario hit; absent when not run
+	Attach  []AttachRow `json:"attach_cost,omitempty"`    // scenario attach; absent when not run
+	Crowd   []CrowdRow  `json:"crowded_ftrace,omitempty"` // scenario crowd; absent when not run
+	Stream  []StreamRow `json:"streaming,omitempty"`      // scenario stream; absent when not run
+	Partial bool        `json:"partial,omitempty"`        // interrupted (Ctrl-C): only what was measured
 }
 
 // ErrBadInput marks a configuration the kernel cannot satisfy (N larger

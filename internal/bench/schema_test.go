@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
-		"testing"
+	"testing"
 
 	"github.com/invopop/jsonschema"
 	sjs "github.com/santhosh-tekuri/jsonschema/v6"
@@ -54,7 +54,7 @@ func compileSchema(t *testing.T) *sjs.Schema {
 // schema rejects a document with a missing or mistyped field.
 func TestReportsMatchSchema(t *testing.T) {
 	sch := compileSchema(t)
-	r := &Report{Schema: SchemaID, Hit: []HitRow{{Trigger: TriggerKernel, Body: BodyEmpty, Mode: ModeFentry, Supported: true, NsPerHit: NewStat([]float64{1, 2})}},
+	r := &Report{Schema: SchemaID, Header: Header{Config: map[string]string{"CONFIG_FPROBE": "y"}}, Hit: []HitRow{{Trigger: TriggerKernel, Body: BodyEmpty, Mode: ModeFentry, Supported: true, NsPerHit: NewStat([]float64{1, 2})}},
 		Crowd: []CrowdRow{{Mode: ModeFentry, K: 10, By: CrowdByFentry, Reason: "x"}}}
 	var buf bytes.Buffer
 	require.NoError(t, r.WriteJSON(&buf))
