@@ -10,20 +10,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestSetVsK0 checks the crowd rows' ratio of ratios: each row's
-// x_baseline median over the K=0 row of the same mode and sharing, never
+// TestSetVsK0 checks the crowd rows' ratio: each row's ns over baseline
+// (median) over the K=0 row of the same mode and sharing, never
 // across modes or sharing, and none for unsupported rows.
 func TestSetVsK0(t *testing.T) {
 	x := func(v float64) Stat { return NewStat([]float64{v}) }
 	rows := []CrowdRow{
-		{Mode: ModeFentry, K: 0, Supported: true, XBaseline: x(2)},
-		{Mode: ModeKprobeMulti, K: 0, Supported: true, XBaseline: x(4)},
-		{Mode: ModeFentry, K: 0, Shared: true, Supported: true, XBaseline: x(5)},
-		{Mode: ModeFentry, By: CrowdByFentry, K: 100, Supported: true, XBaseline: x(3)},
-		{Mode: ModeKprobeMulti, By: CrowdByFentry, K: 100, Supported: true, XBaseline: x(2)},
-		{Mode: ModeFentry, By: CrowdByFentry, K: 100, Shared: true, Supported: true, XBaseline: x(10)},
-		{Mode: ModeKprobeMulti, By: CrowdByKprobeMulti, K: 100, Shared: true, Supported: true, XBaseline: x(9)}, // its K=0 row is missing
-		{Mode: ModeFentry, By: CrowdByKprobeMulti, K: 10, Supported: false, XBaseline: x(7)},
+		{Mode: ModeFentry, K: 0, Supported: true, OverheadNs: x(2)},
+		{Mode: ModeKprobeMulti, K: 0, Supported: true, OverheadNs: x(4)},
+		{Mode: ModeFentry, K: 0, Shared: true, Supported: true, OverheadNs: x(5)},
+		{Mode: ModeFentry, By: CrowdByFentry, K: 100, Supported: true, OverheadNs: x(3)},
+		{Mode: ModeKprobeMulti, By: CrowdByFentry, K: 100, Supported: true, OverheadNs: x(2)},
+		{Mode: ModeFentry, By: CrowdByFentry, K: 100, Shared: true, Supported: true, OverheadNs: x(10)},
+		{Mode: ModeKprobeMulti, By: CrowdByKprobeMulti, K: 100, Shared: true, Supported: true, OverheadNs: x(9)}, // its K=0 row is missing
+		{Mode: ModeFentry, By: CrowdByKprobeMulti, K: 10, Supported: false, OverheadNs: x(7)},
 	}
 	setVsK0(rows)
 	assert.InDelta(t, 1.0, rows[0].VsK0, 1e-9)
@@ -40,8 +40,8 @@ func TestSetVsK0(t *testing.T) {
 // misses and an unsupported row's numbered reason.
 func TestCrowdReport(t *testing.T) {
 	r := &Report{Schema: SchemaID, Crowd: []CrowdRow{
-		{Mode: ModeFentry, K: 0, Supported: true, NsPerHit: NewStat([]float64{300, 310, 320}), OverheadNs: NewStat([]float64{200}), XBaseline: NewStat([]float64{3}), VsK0: 1},
-		{Mode: ModeFentry, By: CrowdByFentry, K: 100, Shared: true, Supported: true, NsPerHit: NewStat([]float64{900}), OverheadNs: NewStat([]float64{800}), XBaseline: NewStat([]float64{9}), VsK0: 3, SharerMisses: 7},
+		{Mode: ModeFentry, K: 0, Supported: true, NsPerHit: NewStat([]float64{300, 310, 320}), OverheadNs: NewStat([]float64{200}), VsK0: 1},
+		{Mode: ModeFentry, By: CrowdByFentry, K: 100, Shared: true, Supported: true, NsPerHit: NewStat([]float64{900}), OverheadNs: NewStat([]float64{800}), VsK0: 3, SharerMisses: 7},
 		{Mode: ModeKprobeMulti, By: CrowdByKprobeMulti, K: 10, Reason: "crowd: CONFIG_FPROBE not set"},
 	}}
 	var buf bytes.Buffer
@@ -54,8 +54,8 @@ func TestCrowdReport(t *testing.T) {
 	var out bytes.Buffer
 	back.WriteText(&out)
 	s := out.String()
-	assert.Regexp(t, `fentry\s+-\s+0\s+alone\s+310\.0\s+\[300\.0\.\.320\.0\]\s+200\.0\s+3\.00x\s+1\.00x\s+0`, s)
-	assert.Regexp(t, `fentry\s+fentry\s+100\s+\+kprobe\.multi\s+900\.0 .* 9\.00x\s+3\.00x\s+0 \(sharer 7\)`, s)
+	assert.Regexp(t, `fentry\s+-\s+0\s+alone\s+310\.0\s+\[300\.0\.\.320\.0\]\s+200\.0\s+1\.00x\s+0`, s)
+	assert.Regexp(t, `fentry\s+fentry\s+100\s+\+kprobe\.multi\s+900\.0 .* 800\.0\s+3\.00x\s+0 \(sharer 7\)`, s)
 	assert.Regexp(t, `kprobe\.multi\s+kprobe\.multi\s+10\s+alone\s+unsupported \[1\]`, s)
 	assert.Contains(t, s, "[1] kprobe.multi, crowd kprobe.multi K=10, target alone: crowd: CONFIG_FPROBE not set")
 }

@@ -76,7 +76,7 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "\n== crowded ftrace: hit cost on the target (kernel trigger, empty body) while K other functions are traced by a crowd,\n"+
 			"   the target alone or shared with the other attach path (its call site then walks ftrace's ops list)\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "mode\tcrowd\tK\ttarget\tns/hit\t[min..max]\tns over base\tx base\tvs K=0\tmisses\t")
+		fmt.Fprintln(tw, "mode\tcrowd\tK\ttarget\tns/hit\t[min..max]\tns over base\tvs K=0\tmisses\t")
 		var notes []string
 		for _, row := range r.Crowd {
 			by, tgt := row.By, "alone"
@@ -88,7 +88,7 @@ func (r *Report) WriteText(w io.Writer) {
 			}
 			if !row.Supported {
 				notes = append(notes, fmt.Sprintf("%s, crowd %s K=%d, target %s: %s", row.Mode, by, row.K, tgt, row.Reason))
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\tunsupported [%d]\t\t\t\t\t\t\n", row.Mode, by, row.K, tgt, len(notes))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\tunsupported [%d]\t\t\t\t\t\n", row.Mode, by, row.K, tgt, len(notes))
 				continue
 			}
 			vs := "-"
@@ -99,8 +99,8 @@ func (r *Report) WriteText(w io.Writer) {
 			if row.SharerMisses != 0 {
 				miss += fmt.Sprintf(" (sharer %d)", row.SharerMisses)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.1f\t[%.1f..%.1f]\t%.1f\t%.2fx\t%s\t%s\t\n", row.Mode, by, row.K, tgt,
-				row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, row.OverheadNs.Median, row.XBaseline.Median, vs, miss)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.1f\t[%.1f..%.1f]\t%.1f\t%s\t%s\t\n", row.Mode, by, row.K, tgt,
+				row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, row.OverheadNs.Median, vs, miss)
 		}
 		tw.Flush()
 		printNotes(w, notes)
