@@ -484,15 +484,19 @@ static __always_inline int on_exit(void *ctx, __u32 func_id, __u64 raw_ret, __u8
 	if (!is_armed())
 		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!pass_filters(pid_tgid))
+	int pass = pass_filters(pid_tgid);
+	/* The comm and tree filters can change their mind during a call:
+	 * exec renames the task (begin_new_exec), and a process leaves the
+	 * tree when its last thread exits. An exit whose entry passed is
+	 * still taken (found on this thread's frame stack below), so no frame
+	 * is stranded; pid and tid filters cannot change. */
+	if (!pass && !(filter_comm_len || filter_tree))
 		return 0;
-	count(FTP_STAT_EXIT_HITS);
 
 	__u64 now = bpf_ktime_get_ns();
-	int is_err = 0;
-	__s64 ret = normalize_ret(func_id, raw_ret, &is_err);
-
 	struct tstack *st = bpf_map_lookup_elem(&stacks, &(__u32){(__u32)pid_tgid});
+	if (!pass && !st)
+		return 0;
 	struct frame *f = 0;
 	__u32 d = 0;
 	int found = -1;
@@ -503,6 +507,9 @@ static __always_inline int on_exit(void *ctx, __u32 func_id, __u64 raw_ret, __u8
 		if (st->overflow > 0) {
 			/* Exits pair with the innermost entries first: those were
 			 * beyond the stack and counted at entry. */
+			if (!pass)
+				return 0;
+			count(FTP_STAT_EXIT_HITS);
 			st->overflow--;
 			return 0;
 		}
@@ -519,6 +526,12 @@ static __always_inline int on_exit(void *ctx, __u32 func_id, __u64 raw_ret, __u8
 			}
 		}
 	}
+
+	if (!pass && found < 0)
+		return 0; /* not an exit of a call that was let in */
+	count(FTP_STAT_EXIT_HITS);
+	int is_err = 0;
+	__s64 ret = normalize_ret(func_id, raw_ret, &is_err);
 
 	if (found >= 0 && st) {
 		f = &st->f[FTP_SLOT(found)];

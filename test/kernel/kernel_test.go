@@ -1160,3 +1160,74 @@ func TestDemo(t *testing.T) {
 	// workload read --count 3: one open and three 1-byte reads per mode.
 	assert.Contains(t, string(out), "workload read --count 3")
 }
+
+// TestCommChangeKeepsFrame: with --comm, a call that renames its task
+// (begin_new_exec sets the comm of the new program) is entered under the
+// filtered comm and returns under another. Its exit must still be taken,
+// paired with its entry (ret 0, a duration, the entry's frame freed),
+// not dropped by the filter and left stranded on the frame stack.
+func TestCommChangeKeepsFrame(t *testing.T) {
+	e := lab(t)
+	bin := ftprobeBinary(t)
+	comm, err := os.ReadFile("/proc/self/comm")
+	require.NoError(t, err)
+	myComm := strings.TrimSpace(string(comm))
+	renamed := t.TempDir() + "/ftpx-renamed"
+	require.NoError(t, os.Symlink(bin, renamed))
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			var out bytes.Buffer
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ready := make(chan struct{})
+			done := make(chan struct{})
+			var sum *trace.Summary
+			var terr error
+			go func() {
+				defer close(done)
+				sum, terr = trace.Run(ctx, trace.Options{Patterns: []string{"begin_new_exec"}, Mode: mode, Filters: attach.Filters{Comm: myComm},
+					Output: "json", Out: &out, Ready: func() { close(ready) }, Symbols: e.k, Log: testLog{t}})
+			}()
+			select {
+			case <-ready:
+			case <-done:
+				require.NoError(t, terr)
+				t.Fatal("trace ended before it was ready")
+			}
+			var pids []int
+			for i := 0; i < 2; i++ {
+				c := exec.Command(renamed, "version")
+				require.NoError(t, c.Run())
+				pids = append(pids, c.Process.Pid)
+			}
+			time.Sleep(50 * time.Millisecond)
+			cancel()
+			<-done
+			require.NoError(t, terr)
+			var evs []map[string]any
+			for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				if l == "" {
+					continue
+				}
+				if m := decodeLine(t, l); m["type"] != "summary" {
+					evs = append(evs, m)
+				}
+			}
+			entries, exits := filterEvents(evs, "entry", "begin_new_exec"), filterEvents(evs, "exit", "begin_new_exec")
+			require.Len(t, entries, 2, "one entry per exec, under the old comm")
+			require.Len(t, exits, 2, "one exit per exec, under the new comm")
+			for i := range pids {
+				assert.EqualValues(t, pids[i], entries[i]["tid"])
+				assert.Equal(t, myComm, entries[i]["comm"])
+				assert.EqualValues(t, pids[i], exits[i]["tid"])
+				assert.Equal(t, "ftpx-renamed", exits[i]["comm"])
+				assert.EqualValues(t, 0, exits[i]["ret"])
+				assert.Greater(t, num(exits[i]["duration_ns"]), int64(0), "paired with its entry")
+			}
+			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assert.EqualValues(t, 2, sum.Losses.EntryHits)
+			assert.EqualValues(t, 2, sum.Losses.ExitHits)
+		})
+	}
+}
