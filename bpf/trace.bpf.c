@@ -54,7 +54,7 @@ enum ftp_stat {
 	FTP_STAT_UNWOUND = 3,       /* frames popped without their own exit */
 	FTP_STAT_STACK_FULL = 4,    /* no per-thread stack could be created */
 	FTP_STAT_ENTRY_HITS = 5,    /* entries that passed the filters */
-	FTP_STAT_EXIT_HITS = 6,     /* exits that passed the filters */
+	FTP_STAT_EXIT_HITS = 6,     /* exits that passed the filters, or whose entry did */
 	FTP_STAT_STR_FAULT = 7,     /* --strings: a string read failed (<fault>) */
 	FTP_STAT_STACK_FAIL = 8,    /* --stack: bpf_get_stack failed */
 	FTP_STAT_TREE_FULL = 9,     /* a forked process not followed: tgids full */
@@ -223,7 +223,11 @@ static __always_inline void count(__u32 idx)
 		*v += 1;
 }
 
-static __always_inline int pass_filters(__u64 pid_tgid)
+/* The pid and tid filters: fixed for a call's lifetime, except across a
+ * non-leader thread's exec, which takes the leader's tid in de_thread: the
+ * frames it pushed under its old tid stay open, and user space counts them
+ * as open at the end (Losses.OpenAtExit). */
+static __always_inline int pass_ids(__u64 pid_tgid)
 {
 	__u32 tgid = pid_tgid >> 32;
 	__u32 tid = (__u32)pid_tgid;
@@ -232,6 +236,15 @@ static __always_inline int pass_filters(__u64 pid_tgid)
 		return 0;
 	if (filter_tid && tid != filter_tid)
 		return 0;
+	return 1;
+}
+
+/* The tree and comm filters: they can change during a call (exec renames
+ * the task in begin_new_exec; a process leaves the tree as it exits). */
+static __always_inline int pass_mutable(__u64 pid_tgid)
+{
+	__u32 tgid = pid_tgid >> 32;
+
 	if (filter_tree && !bpf_map_lookup_elem(&tgids, &tgid))
 		return 0;
 	if (filter_comm_len) {
@@ -245,6 +258,11 @@ static __always_inline int pass_filters(__u64 pid_tgid)
 		}
 	}
 	return 1;
+}
+
+static __always_inline int pass_filters(__u64 pid_tgid)
+{
+	return pass_ids(pid_tgid) && pass_mutable(pid_tgid);
 }
 
 static __always_inline struct tstack *get_stack(__u32 tid)
@@ -484,14 +502,12 @@ static __always_inline int on_exit(void *ctx, __u32 func_id, __u64 raw_ret, __u8
 	if (!is_armed())
 		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	int pass = pass_filters(pid_tgid);
-	/* The comm and tree filters can change their mind during a call:
-	 * exec renames the task (begin_new_exec), and a process leaves the
-	 * tree when its last thread exits. An exit whose entry passed is
-	 * still taken (found on this thread's frame stack below), so no frame
-	 * is stranded; pid and tid filters cannot change. */
-	if (!pass && !(filter_comm_len || filter_tree))
+	if (!pass_ids(pid_tgid))
 		return 0;
+	/* A filter decides at entry: an exit whose entry was let in is taken
+	 * even when the tree or comm filter now rejects the task (found on
+	 * this thread's frame stack below), so no frame is stranded. */
+	int pass = pass_mutable(pid_tgid);
 
 	__u64 now = bpf_ktime_get_ns();
 	struct tstack *st = bpf_map_lookup_elem(&stacks, &(__u32){(__u32)pid_tgid});
@@ -506,9 +522,8 @@ static __always_inline int on_exit(void *ctx, __u32 func_id, __u64 raw_ret, __u8
 			d = FTP_MAX_DEPTH;
 		if (st->overflow > 0) {
 			/* Exits pair with the innermost entries first: those were
-			 * beyond the stack and counted at entry. */
-			if (!pass)
-				return 0;
+			 * beyond the stack and counted at entry, all let in by
+			 * the filters then, whatever they say now. */
 			count(FTP_STAT_EXIT_HITS);
 			st->overflow--;
 			return 0;

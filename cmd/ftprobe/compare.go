@@ -45,6 +45,10 @@ The baseline is re-measured right before every mode; medians of --runs runs
 with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if schema {
+				_, err := cmd.OutOrStdout().Write(bench.Schema)
+				return err
+			}
 			var err error
 			if cfg.AttachN, err = parseInts(attachNs, "--attach-n"); err != nil {
 				return err
@@ -62,10 +66,6 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			}
 			if cfg.Runs < 1 || cfg.Calls < 1 || cfg.Batch < 1 {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--runs, --calls and --batch must be positive"))
-			}
-			if schema {
-				_, err := cmd.OutOrStdout().Write(bench.Schema)
-				return err
 			}
 			if plotFile != "" && !strings.HasSuffix(plotFile, ".svg") && !strings.HasSuffix(plotFile, ".png") {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--plot %s: want FILE.svg or FILE.png", plotFile))

@@ -631,7 +631,7 @@ type Losses struct {
 	Unwound        uint64 `json:"unwound_frames"`       // entries whose own exit was never seen
 	StackFull      uint64 `json:"stack_map_full"`       // threads without a stack slot
 	EntryHits      uint64 `json:"entry_hits"`           // entries that passed the filters
-	ExitHits       uint64 `json:"exit_hits"`            // exits that passed the filters
+	ExitHits       uint64 `json:"exit_hits"`            // exits that passed the filters, or whose entry did (a filter decides at entry)
 	KprobeMissed   uint64 `json:"kprobe_missed"`        // fprobe missed runs (kprobe.multi link info, 6.7+)
 	RecursionMiss  uint64 `json:"recursion_misses"`     // program runs skipped by recursion protection
 	OpenAtExit     uint64 `json:"entries_without_exit"` // frames still open when the trace stopped

@@ -114,24 +114,24 @@ type AttachRow struct {
 }
 
 // CrowdRow is the hit cost on the kernel trigger's target (empty body)
-// while other ftrace users are present: K other functions traced By one
-// kind of link (none at K=0), and, when Shared, the target itself also
-// traced by the other attach path (sharerOf), so its call site walks
+// while other ftrace users are present: K other functions traced by one
+// kind of link (none at K=0) and, when the target is shared, the target
+// itself also traced by the other attach path, so its call site walks
 // ftrace's ops list.
 type CrowdRow struct {
-	Mode         string  `json:"mode"`          // measured: fentry or kprobe.multi
-	By           string  `json:"crowd_by"`      // fentry, kprobe.multi; "" at K=0
-	K            int     `json:"k"`             // other functions traced
-	Shared       bool    `json:"target_shared"` // the other attach path also on the target
-	Supported    bool    `json:"supported"`
-	Reason       string  `json:"reason,omitempty"`
-	NsPerHit     Stat    `json:"ns_per_hit"`
-	OverheadNs   Stat    `json:"ns_over_baseline"`
-	VsK0         float64 `json:"vs_k0,omitempty"` // ns over baseline, median, over the K=0 row's (same mode and sharing)
-	Hits         uint64  `json:"hits_last_run"`
-	Expected     uint64  `json:"hits_expected"`
+	Mode         string  `json:"mode"`                    // measured: fentry or kprobe.multi
+	By           string  `json:"crowd_by"`                // who traces the K other functions: fentry (K links) or kprobe.multi (one link); "" at K=0
+	K            int     `json:"k"`                       // other functions traced
+	Shared       bool    `json:"target_shared"`           // the other attach path also traces the target (its call site walks ftrace's ops list)
+	Supported    bool    `json:"supported"`               // false: the kernel refused the mode, the crowd or the sharer; Reason says why
+	Reason       string  `json:"reason,omitempty"`        // why the row is unsupported
+	NsPerHit     Stat    `json:"ns_per_hit"`              // wall ns per triggered call, probe attached
+	OverheadNs   Stat    `json:"ns_over_baseline"`        // ns per call over the baseline measured right before each run (crowd and sharer attached)
+	VsK0         float64 `json:"vs_k0,omitempty"`         // ratio (x): ns over baseline, median, over the K=0 row's of the same mode and sharing
+	Hits         uint64  `json:"hits_last_run"`           // program runs counted in the last measured run
+	Expected     uint64  `json:"hits_expected"`           // program runs the last measured run should count
 	Misses       int64   `json:"misses"`                  // expected - counted, summed over the measured runs
-	SharerMisses int64   `json:"sharer_misses,omitempty"` // calls the sharer on the target did not count
+	SharerMisses int64   `json:"sharer_misses,omitempty"` // calls the sharer on the target did not count, over every run (warm-up and baselines included)
 }
 
 // StreamRow is streaming throughput.
@@ -738,7 +738,10 @@ func runCrowd(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *threa
 		var cerr error
 		if b.k > 0 {
 			cfg.progress("crowded ftrace: attaching %d other functions by %s", b.k, b.by)
-			crowd, cerr = crowdAttach(kin, crowdSpec, b.by, others[:b.k])
+			crowd, cerr = crowdAttach(ctx, kin, crowdSpec, b.by, others[:b.k])
+			if cerr != nil && ctx.Err() != nil {
+				return ctx.Err() // crowdAttach detached what it had attached
+			}
 		}
 		for _, shared := range []bool{false, true} {
 			for _, mode := range crowdModes {
@@ -768,9 +771,18 @@ func runCrowd(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *threa
 // measureCrowded fills row with cfg.Runs samples (after one warm-up) of the
 // row's mode on trig's target, each against a baseline measured right
 // before it; in a shared row the other attach path (sharerOf) stays on the
-// target throughout and its hits are checked too. Unsupported modes mark
-// the row; only ctx cancellation and trigger failures are returned.
-func measureCrowded(ctx context.Context, kin *kfeat.Info, spec *ebpf.CollectionSpec, trig Trigger, calls int, cfg Config, row *CrowdRow) error {
+// target throughout and must count every call triggered meanwhile.
+// Unsupported modes mark the row; only ctx cancellation and trigger
+// failures are returned, and the row keeps what was measured before them.
+func measureCrowded(ctx context.Context, kin *kfeat.Info, spec *ebpf.CollectionSpec, trig Trigger, calls int, cfg Config, row *CrowdRow) (err error) {
+	var nsS, ovS []float64
+	var sharerWant uint64 // calls triggered while the sharer was attached
+	defer func() {
+		if row.Supported && len(nsS) == 0 && err != nil {
+			row.Supported, row.Reason = false, "interrupted before a measured run: "+err.Error()
+		}
+		row.NsPerHit, row.OverheadNs = NewStat(nsS), NewStat(ovS)
+	}()
 	if row.Shared {
 		s, err := attachCounter(kin, spec, sharerOf(row.Mode), trig.Target())
 		if err != nil {
@@ -779,40 +791,46 @@ func measureCrowded(ctx context.Context, kin *kfeat.Info, spec *ebpf.CollectionS
 		}
 		defer s.Close()
 		defer func() {
-			// The sharer counted the baseline and the measured runs.
-			if !row.Supported {
-				return
+			if n, cerr := s.count(); cerr == nil && row.Supported {
+				row.SharerMisses = int64(sharerWant) - int64(n)
 			}
-			n, _ := s.count()
-			row.SharerMisses = int64(2*(cfg.Runs+1)*calls) - int64(n)
 		}()
-		s.reset()
+		if err := s.reset(); err != nil {
+			return fmt.Errorf("crowd: sharer %s: reset its counter: %w", sharerOf(row.Mode), err)
+		}
 	}
-	var nsS, ovS []float64
+	by := row.By
+	if by == "" {
+		by = "nobody"
+	}
 	for run := -1; run < cfg.Runs; run++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		by := row.By
-		if by == "" {
-			by = "nobody"
+		if run < 0 {
+			cfg.progress("crowded ftrace: %s, K=%d by %s, target shared=%v, warm-up", row.Mode, row.K, by, row.Shared)
+		} else {
+			cfg.progress("crowded ftrace: %s, K=%d by %s, target shared=%v, run %d/%d", row.Mode, row.K, by, row.Shared, run+1, cfg.Runs)
 		}
-		cfg.progress("crowded ftrace: %s, K=%d by %s, target shared=%v, run %d/%d", row.Mode, row.K, by, row.Shared, run+1, cfg.Runs)
 		bt, err := trig.Run(calls)
 		if err != nil {
 			return fmt.Errorf("crowd: kernel trigger: %w", err)
 		}
+		sharerWant += uint64(calls)
 		c, err := attachCounter(kin, spec, row.Mode, trig.Target())
 		if err != nil {
 			row.Supported, row.Reason = false, reasonOf(err)
 			return nil
 		}
-		c.reset()
+		rerr := c.reset()
 		mt, err := trig.Run(calls)
+		if err == nil {
+			sharerWant += uint64(calls)
+		}
 		hits, herr := c.count()
 		c.Close()
-		if err != nil || herr != nil {
-			return fmt.Errorf("crowd: %s: %w", row.Mode, errors.Join(err, herr))
+		if err != nil || herr != nil || rerr != nil {
+			return fmt.Errorf("crowd: %s: %w", row.Mode, errors.Join(err, herr, rerr))
 		}
 		if run < 0 {
 			continue
@@ -824,25 +842,29 @@ func measureCrowded(ctx context.Context, kin *kfeat.Info, spec *ebpf.CollectionS
 		nsS = append(nsS, v)
 		ovS = append(ovS, v-b)
 	}
-	row.NsPerHit, row.OverheadNs = NewStat(nsS), NewStat(ovS)
 	return nil
 }
 
 // setVsK0 sets each supported row's VsK0: its ns over baseline (median)
 // over the K=0 row's of the same mode and sharing. The blocks are measured
-// minutes apart, so drift between them is not cancelled; the "alone" rows
-// of each block show how much there was. (A per-run ratio to the baseline
+// minutes apart under TCG, so drift between them is not cancelled; when
+// the crowd does not change the alone path, the "alone" rows of each block
+// bound it. (A per-run ratio to the baseline
 // would cancel it, but the kernel trigger's baseline is tens of ns, and
 // its noise swamped such ratios in the lab.)
 func setVsK0(rows []CrowdRow) {
-	ref := map[[2]any]float64{}
+	type key struct {
+		mode   string
+		shared bool
+	}
+	ref := map[key]float64{}
 	for _, row := range rows {
-		if row.K == 0 && row.Supported {
-			ref[[2]any{row.Mode, row.Shared}] = row.OverheadNs.Median
+		if _, seen := ref[key{row.Mode, row.Shared}]; row.K == 0 && row.Supported && !seen {
+			ref[key{row.Mode, row.Shared}] = row.OverheadNs.Median
 		}
 	}
 	for i := range rows {
-		if x := ref[[2]any{rows[i].Mode, rows[i].Shared}]; x > 0 && rows[i].Supported {
+		if x := ref[key{rows[i].Mode, rows[i].Shared}]; x > 0 && rows[i].Supported {
 			rows[i].VsK0 = rows[i].OverheadNs.Median / x
 		}
 	}
@@ -850,8 +872,9 @@ func setVsK0(rows []CrowdRow) {
 
 // crowdAttach traces fs with counting programs: K fentry links (by
 // CrowdByFentry) or one kprobe.multi link (CrowdByKprobeMulti). It returns
-// the func that detaches them; on error nothing stays attached.
-func crowdAttach(kin *kfeat.Info, spec *ebpf.CollectionSpec, by string, fs []*symbols.Func) (func(), error) {
+// the func that detaches them; on error (ctx cancellation included)
+// nothing stays attached.
+func crowdAttach(ctx context.Context, kin *kfeat.Info, spec *ebpf.CollectionSpec, by string, fs []*symbols.Func) (func(), error) {
 	if len(fs) == 0 {
 		return func() {}, nil
 	}
@@ -885,6 +908,10 @@ func crowdAttach(kin *kfeat.Info, spec *ebpf.CollectionSpec, by string, fs []*sy
 		return done, nil
 	case CrowdByFentry:
 		for _, f := range fs {
+			if err := ctx.Err(); err != nil {
+				done()
+				return nil, err
+			}
 			p, err := loadOne(spec, "count_fentry", f.BTFName, nil)
 			if err != nil {
 				done()

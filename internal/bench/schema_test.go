@@ -35,6 +35,7 @@ func TestSchemaCurrent(t *testing.T) {
 	b := generateSchema(t)
 	if *update {
 		require.NoError(t, os.WriteFile("schema.json", b, 0o644))
+		t.Skip("schema.json rewritten; rebuild to embed it")
 	}
 	assert.Equal(t, string(b), string(Schema), "schema.json is stale: go test ./internal/bench -run TestSchemaCurrent -update")
 }

@@ -450,6 +450,8 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"compare", "--target", "migrate_disable", "--scenario", "hit"}, 2, "migrate_disable"},
 		{[]string{"compare", "--buffer-size", "1000"}, 2, "power-of-two multiple of the page size"},
 		{[]string{"compare", "--attach-n", "100000", "--scenario", "attach"}, 2, "fewer than N=100000"},
+		{[]string{"compare", "--crowd-k", "100000", "--scenario", "crowd"}, 2, "fewer than N=100000"},
+		{[]string{"compare", "--crowd-by", "bogus"}, 2, `--crowd-by "bogus": want fentry or kprobe.multi`},
 	} {
 		cmd := exec.Command(bin, c.args...)
 		out, err := cmd.CombinedOutput()
@@ -1226,6 +1228,8 @@ func TestCommChangeKeepsFrame(t *testing.T) {
 				assert.Greater(t, num(exits[i]["duration_ns"]), int64(0), "paired with its entry")
 			}
 			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assert.Zero(t, sum.Losses.OpenAtExit, "no frame left open")
+			assert.Zero(t, sum.Losses.NoEntry)
 			assert.EqualValues(t, 2, sum.Losses.EntryHits)
 			assert.EqualValues(t, 2, sum.Losses.ExitHits)
 		})
