@@ -192,6 +192,13 @@ func traceInThreadWith(t *testing.T, o trace.Options, fn func()) ([]map[string]a
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	o.Filters.TID = uint32(unix.Gettid())
+	return traceAround(t, o, fn)
+}
+
+// traceAround runs trace.Run with o (JSON output) around fn and returns
+// the events and the summary.
+func traceAround(t *testing.T, o trace.Options, fn func()) ([]map[string]any, *trace.Summary) {
+	t.Helper()
 	var out bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -1179,43 +1186,14 @@ func TestCommChangeKeepsFrame(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			needMode(t, e, mode)
-			var out bytes.Buffer
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			ready := make(chan struct{})
-			done := make(chan struct{})
-			var sum *trace.Summary
-			var terr error
-			go func() {
-				defer close(done)
-				sum, terr = trace.Run(ctx, trace.Options{Patterns: []string{"begin_new_exec"}, Mode: mode, Filters: attach.Filters{Comm: myComm},
-					Output: "json", Out: &out, Ready: func() { close(ready) }, Symbols: e.k, Log: testLog{t}})
-			}()
-			select {
-			case <-ready:
-			case <-done:
-				require.NoError(t, terr)
-				t.Fatal("trace ended before it was ready")
-			}
 			var pids []int
-			for i := 0; i < 2; i++ {
-				c := exec.Command(renamed, "version")
-				require.NoError(t, c.Run())
-				pids = append(pids, c.Process.Pid)
-			}
-			time.Sleep(50 * time.Millisecond)
-			cancel()
-			<-done
-			require.NoError(t, terr)
-			var evs []map[string]any
-			for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-				if l == "" {
-					continue
+			evs, sum := traceAround(t, trace.Options{Patterns: []string{"begin_new_exec"}, Mode: mode, Filters: attach.Filters{Comm: myComm}}, func() {
+				for i := 0; i < 2; i++ {
+					c := exec.Command(renamed, "version")
+					require.NoError(t, c.Run())
+					pids = append(pids, c.Process.Pid)
 				}
-				if m := decodeLine(t, l); m["type"] != "summary" {
-					evs = append(evs, m)
-				}
-			}
+			})
 			entries, exits := filterEvents(evs, "entry", "begin_new_exec"), filterEvents(evs, "exit", "begin_new_exec")
 			require.Len(t, entries, 2, "one entry per exec, under the old comm")
 			require.Len(t, exits, 2, "one exit per exec, under the new comm")
