@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/invopop/jsonschema"
@@ -50,11 +51,21 @@ func compileSchema(t *testing.T) *sjs.Schema {
 	return sch
 }
 
-// TestReportsMatchSchema validates a report written by WriteJSON against
-// the schema, and checks that the
+// TestReportsMatchSchema validates the lab reports README shows and a
+// report written by WriteJSON against the schema, and checks that the
 // schema rejects a document with a missing or mistyped field.
 func TestReportsMatchSchema(t *testing.T) {
 	sch := compileSchema(t)
+	files, err := filepath.Glob("../../docs/compare-*.json")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		v, err := sjs.UnmarshalJSON(bytes.NewReader(b))
+		require.NoError(t, err, f)
+		assert.NoError(t, sch.Validate(v), f)
+	}
 	r := &Report{Schema: SchemaID, Header: Header{Config: map[string]string{"CONFIG_FPROBE": "y"}}, Hit: []HitRow{{Trigger: TriggerKernel, Body: BodyEmpty, Mode: ModeFentry, Supported: true, NsPerHit: NewStat([]float64{1, 2})}},
 		Crowd: []CrowdRow{{Mode: ModeFentry, K: 10, By: CrowdByFentry, Reason: "x"}}}
 	var buf bytes.Buffer
