@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,6 +57,20 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			if cfg.CrowdK, err = parseInts(crowdKs, "--crowd-k"); err != nil {
 				return err
 			}
+			for _, c := range []struct {
+				flag      string
+				got, want []string
+			}{
+				{"--scenario", cfg.Scenarios, []string{"hit", "attach", "crowd", "stream"}},
+				{"--trigger", cfg.Triggers, []string{bench.TriggerKernel, bench.TriggerSyscall}},
+				{"--body", cfg.Bodies, []string{bench.BodyEmpty, bench.BodyTrace, bench.BodyFiltered}},
+			} {
+				for _, g := range c.got {
+					if !slices.Contains(c.want, g) {
+						return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("%s %q: want %s", c.flag, g, strings.Join(c.want, ", ")))
+					}
+				}
+			}
 			for _, by := range cfg.CrowdBy {
 				if by != bench.CrowdByFentry && by != bench.CrowdByKprobeMulti {
 					return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--crowd-by %q: want %s or %s", by, bench.CrowdByFentry, bench.CrowdByKprobeMulti))
@@ -88,7 +103,7 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			if err != nil {
 				return exitcode.Wrap(exitcode.Unsupported, err)
 			}
-			if !cmd.Flags().Changed("attach-n") && kin.Emulated == "QEMU TCG" {
+			if !cmd.Flags().Changed("attach-n") && kin.Emulated == "QEMU TCG" && slices.Contains(cfg.Scenarios, "attach") {
 				cfg.AttachN = []int{1, 10, 100}
 				fmt.Fprintln(cmd.ErrOrStderr(), "ftprobe compare: emulated kernel: --attach-n defaults to 1,10,100 (1000 fentry attaches take many minutes under TCG)")
 			}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/ftprobe/ftprobe/internal/exitcode"
 )
 
 // Set by the Makefile through -ldflags -X.
@@ -25,5 +27,26 @@ kernel; 'vm' and 'trace -- COMMAND' pass the command's status through.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newVMCmd(), newWorkloadCmd(), newTraceCmd(), newInternalExecCmd(), newFeaturesCmd(), newDemoCmd(), newCompareCmd(), newListCmd(), newInternalRecordSymbolsCmd())
+	// Bad flags, values and argument counts are bad input (exit 2), like
+	// the errors the commands check themselves; an unknown command too.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitcode.Wrap(exitcode.BadInput, err) })
+	root.Args = cobra.NoArgs
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	badArgs(root)
 	return root
+}
+
+// badArgs makes every command's argument validation return bad input.
+func badArgs(c *cobra.Command) {
+	if v := c.Args; v != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := v(cmd, args); err != nil {
+				return exitcode.Wrap(exitcode.BadInput, err)
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		badArgs(sub)
+	}
 }

@@ -58,6 +58,9 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 			if len(o.Patterns) == 0 {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: no function pattern"))
 			}
+			if o.Count < 0 {
+				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--count %d: want 0 (no limit) or more", o.Count))
+			}
 			if o.Output != "text" && o.Output != "json" && o.Output != "perfetto" {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--output %q: want text, json or perfetto", o.Output))
 			}

@@ -20,6 +20,9 @@ func newWorkloadCmd() *cobra.Command {
 		ValidArgs: []string{"open", "openfail", "read", "syscall"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s.Kind = args[0]
+			if s.Kind == "openfail" && !cmd.Flags().Changed("path") {
+				s.Path = "/nonexistent/ftprobe-openfail"
+			}
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			r, err := workload.Run(s)
@@ -33,7 +36,7 @@ func newWorkloadCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&s.Count, "count", 3, "operations")
-	cmd.Flags().StringVar(&s.Path, "path", "/etc/hostname", "file to open or read (openfail: a missing file)")
+	cmd.Flags().StringVar(&s.Path, "path", "/etc/hostname", "file to open or read (openfail: a missing file, default /nonexistent/ftprobe-openfail)")
 	cmd.Flags().DurationVar(&s.Interval, "interval", 0, "pause between operations")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing")
 	return cmd

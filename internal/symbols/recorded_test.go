@@ -130,6 +130,13 @@ func TestRecordedFixedFunctions(t *testing.T) {
 		_, err = fx.k.Resolve([]string{"do_sys_openat"}, nil, ModeFentry, 0)
 		require.ErrorIs(t, err, ErrNoMatch)
 		assert.ErrorContains(t, err, "did you mean do_sys_openat2")
+		// Every match excluded, and a wildcard matching nothing, say so.
+		_, err = fx.k.Resolve([]string{"vfs_read"}, []string{"vfs_*"}, ModeFentry, 0)
+		require.ErrorIs(t, err, ErrNoMatch)
+		assert.ErrorContains(t, err, `"vfs_read": it matches 1 kallsyms entries, but --exclude vfs_* removed every one`)
+		_, err = fx.k.Resolve([]string{"nosuchfn_*"}, nil, ModeFentry, 0)
+		require.ErrorIs(t, err, ErrNoMatch)
+		assert.ErrorContains(t, err, `"nosuchfn_*": the pattern matches nothing in kallsyms`)
 	})
 }
 

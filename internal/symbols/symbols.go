@@ -605,7 +605,7 @@ func (k *Kernel) Resolve(patterns, excludes []string, mode string, maxFuncs int)
 			matched = append(matched, k.describe(i))
 		}
 		if len(matched) == 0 {
-			return nil, fmt.Errorf("%w %q: %s", ErrNoMatch, raw, k.suggest(p.Glob))
+			return nil, k.noMatch(raw, p, excludes)
 		}
 		// Exact names prefer the exact symbol over suffixed copies when both exist.
 		if p.Exact {
@@ -767,6 +767,25 @@ func IsTrampolineMode(mode string) bool {
 }
 
 // suggest names the closest functions to a missing name.
+// noMatch is the ErrNoMatch error for pattern raw: every match removed by
+// an --exclude, a wildcard that matches nothing, or a name not in kallsyms
+// with the closest names.
+func (k *Kernel) noMatch(raw string, p Pattern, excludes []string) error {
+	n := 0
+	for _, s := range k.Syms {
+		if p.matches(s, nil) {
+			n++
+		}
+	}
+	switch {
+	case n > 0:
+		return fmt.Errorf("%w %q: it matches %d kallsyms entries, but --exclude %s removed every one", ErrNoMatch, raw, n, strings.Join(excludes, ","))
+	case !p.Exact:
+		return fmt.Errorf("%w %q: the pattern matches nothing in kallsyms", ErrNoMatch, raw)
+	}
+	return fmt.Errorf("%w %q: %s", ErrNoMatch, raw, k.suggest(p.Glob))
+}
+
 func (k *Kernel) suggest(name string) string {
 	type cand struct {
 		n string
@@ -846,7 +865,7 @@ func (k *Kernel) Match(patterns, excludes []string) ([]*Func, error) {
 			n++
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("%w %q: %s", ErrNoMatch, raw, k.suggest(p.Glob))
+			return nil, k.noMatch(raw, p, excludes)
 		}
 	}
 	return out, nil

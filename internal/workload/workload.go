@@ -106,6 +106,10 @@ func Run(s Spec) (Result, error) {
 
 // Describe is a one-line account of r for humans.
 func (r Result) Describe(s Spec) string {
-	return fmt.Sprintf("workload %s: pid %d tid %d: %d ops on %s (last fd %d, %d bytes, %d errors) in %s",
-		s.Kind, os.Getpid(), unix.Gettid(), r.Ops, s.Path, r.LastFD, r.Bytes, r.Errors, r.Elapsed.Round(time.Microsecond))
+	fd := "no fd"
+	if r.Ops > r.Errors {
+		fd = fmt.Sprintf("last fd %d", r.LastFD)
+	}
+	return fmt.Sprintf("workload %s: pid %d tid %d: %d ops on %s (%s, %d bytes, %d errors) in %s",
+		s.Kind, os.Getpid(), unix.Gettid(), r.Ops, s.Path, fd, r.Bytes, r.Errors, r.Elapsed.Round(time.Microsecond))
 }
