@@ -115,6 +115,7 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			if err := bench.ValidateTarget(k, cfg.Target); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("compare: %w", err))
 			}
+			cfg.Version = version + " (" + revision + ")"
 			rep, err := bench.Run(ctx, kin, k, cfg)
 			if !quiet {
 				fmt.Fprintln(cmd.ErrOrStderr())

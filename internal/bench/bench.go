@@ -115,7 +115,7 @@ const (
 
 // Stat is a median with its range over runs.
 type Stat struct {
-	Median  float64   `json:"median"`            // median of Samples
+	Median  float64   `json:"median"`            // median of the samples
 	Min     float64   `json:"min"`               // smallest sample
 	Max     float64   `json:"max"`               // largest sample
 	Samples []float64 `json:"samples,omitempty"` // one per measured run, in run order, in the unit the field name gives; absent when nothing was measured

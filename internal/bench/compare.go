@@ -40,6 +40,7 @@ type Config struct {
 	// getppid(2) handler). It must run once per getppid(2) call for the
 	// counts to be exact; any difference is reported as misses.
 	Target   string
+	Version  string // ftprobe version and revision, recorded in the header
 	Progress func(msg string)
 }
 
@@ -68,16 +69,17 @@ func ValidateTarget(k *symbols.Kernel, target string) error {
 
 // Header describes the machine and kernel.
 type Header struct {
-	Tool     string            `json:"tool"`               // "ftprobe compare"
-	Time     time.Time         `json:"time"`               // start of the run, UTC (RFC 3339)
-	Release  string            `json:"kernel_release"`     // uname -r
-	Arch     string            `json:"arch"`               // kernel architecture: arm64, x86_64
-	CPU      string            `json:"cpu_model"`          // from /proc/cpuinfo
-	CPUs     int               `json:"cpus"`               // online CPUs
-	Emulated string            `json:"emulated,omitempty"` // "QEMU TCG" when emulated, else absent
-	Config   map[string]string `json:"kernel_config"`      // CONFIG_* keys that matter to the attach paths: y, m, or "" when unset
-	Warning  string            `json:"warning,omitempty"`  // set when absolute numbers do not transfer (emulation)
-	Runs     int               `json:"runs"`               // measured runs per row, after one warm-up
+	Tool     string            `json:"tool"`                      // "ftprobe compare"
+	Version  string            `json:"ftprobe_version,omitempty"` // ftprobe version and revision that measured
+	Time     time.Time         `json:"time"`                      // start of the run, UTC (RFC 3339)
+	Release  string            `json:"kernel_release"`            // uname -r
+	Arch     string            `json:"arch"`                      // kernel architecture: arm64, x86_64
+	CPU      string            `json:"cpu_model"`                 // from /proc/cpuinfo
+	CPUs     int               `json:"cpus"`                      // online CPUs
+	Emulated string            `json:"emulated,omitempty"`        // "QEMU TCG" when emulated, else absent
+	Config   map[string]string `json:"kernel_config"`             // CONFIG_* keys that matter to the attach paths: y, m, or "" when unset
+	Warning  string            `json:"warning,omitempty"`         // set when absolute numbers do not transfer (emulation)
+	Runs     int               `json:"runs"`                      // measured runs per row, after one warm-up
 }
 
 // HitRow is one mode's hit cost.
@@ -86,13 +88,13 @@ type HitRow struct {
 	Body        string  `json:"body"`                      // empty, trace or filtered
 	Mode        string  `json:"mode"`                      // baseline, fentry, fexit, fentry+fexit, kprobe.multi, ..., raw_tp
 	Target      string  `json:"target"`                    // the probed kernel function (or tracepoint)
-	Supported   bool    `json:"supported"`                 // false: the kernel refused the mode; Reason says why
+	Supported   bool    `json:"supported"`                 // false: the kernel refused the mode; reason says why
 	Reason      string  `json:"reason,omitempty"`          // why the mode is unsupported
 	Calls       int     `json:"calls_per_run"`             // triggered calls of the target per run
 	NsPerHit    Stat    `json:"ns_per_hit"`                // wall ns per triggered call, probe attached
 	OverheadNs  Stat    `json:"ns_over_baseline"`          // ns per call over the baseline measured right before each run
 	MHitsPerSec float64 `json:"mhits_per_s"`               // millions of calls per second at the median
-	RatioFentry float64 `json:"ratio_to_fentry,omitempty"` // overhead / fentry's overhead
+	RatioFentry float64 `json:"ratio_to_fentry,omitempty"` // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
 	Hits        uint64  `json:"hits_last_run"`             // program runs counted in the last run
 	Expected    uint64  `json:"hits_expected"`             // program runs the last run should count
 	Misses      int64   `json:"misses"`                    // expected - counted, summed over runs (fprobe and recursion misses included)
@@ -102,7 +104,7 @@ type HitRow struct {
 type AttachRow struct {
 	Mode        string `json:"mode"`               // fentry, fexit, kprobe.multi, fentry.multi, fsession.multi
 	N           int    `json:"n"`                  // functions attached
-	Supported   bool   `json:"supported"`          // false: the kernel refused the mode; Reason says why
+	Supported   bool   `json:"supported"`          // false: the kernel refused the mode; reason says why
 	Reason      string `json:"reason,omitempty"`   // why the mode is unsupported
 	LoadMs      Stat   `json:"load_ms"`            // program load and verification, ms
 	AttachMs    Stat   `json:"attach_ms"`          // link creation, ms
@@ -120,10 +122,11 @@ type AttachRow struct {
 // ftrace's ops list.
 type CrowdRow struct {
 	Mode         string  `json:"mode"`                    // measured: fentry or kprobe.multi
+	Target       string  `json:"target,omitempty"`        // the probed kernel function (the kernel trigger's)
 	By           string  `json:"crowd_by"`                // who traces the K other functions: fentry (K links) or kprobe.multi (one link); "" at K=0
 	K            int     `json:"k"`                       // other functions traced
 	Shared       bool    `json:"target_shared"`           // the other attach path also traces the target (its call site walks ftrace's ops list)
-	Supported    bool    `json:"supported"`               // false: the kernel refused the mode, the crowd or the sharer; Reason says why
+	Supported    bool    `json:"supported"`               // false: the kernel refused the mode, the crowd or the sharer; reason says why
 	Reason       string  `json:"reason,omitempty"`        // why the row is unsupported
 	NsPerHit     Stat    `json:"ns_per_hit"`              // wall ns per triggered call, probe attached
 	OverheadNs   Stat    `json:"ns_over_baseline"`        // ns per call over the baseline measured right before each run (crowd and sharer attached)
@@ -138,7 +141,7 @@ type CrowdRow struct {
 type StreamRow struct {
 	Mode         string  `json:"mode"`             // trace program's mode: fentry or kprobe-multi
 	RingbufBytes uint32  `json:"ringbuf_bytes"`    // ringbuf size, bytes
-	Supported    bool    `json:"supported"`        // false: the kernel refused the mode; Reason says why
+	Supported    bool    `json:"supported"`        // false: the kernel refused the mode; reason says why
 	Reason       string  `json:"reason,omitempty"` // why the mode is unsupported
 	Calls        int     `json:"calls"`            // triggered calls (two events each: entry and exit)
 	Delivered    uint64  `json:"events_delivered"` // events the reader received
@@ -184,7 +187,7 @@ func (c *Config) has(s string) bool {
 // measured so far with Partial set. Everything it attaches is detached
 // before it returns.
 func Run(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config) (*Report, error) {
-	r := &Report{Schema: SchemaID, Header: Header{Tool: "ftprobe compare", Time: time.Now().UTC(), Release: kin.Release, Arch: kin.Arch,
+	r := &Report{Schema: SchemaID, Header: Header{Tool: "ftprobe compare", Version: cfg.Version, Time: time.Now().UTC(), Release: kin.Release, Arch: kin.Arch,
 		CPU: kfeat.CPUModel(), CPUs: runtime.NumCPU(), Emulated: kin.Emulated, Config: map[string]string{}, Runs: cfg.Runs}}
 	for _, key := range []string{"CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS", "CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS", "CONFIG_FPROBE",
 		"CONFIG_FUNCTION_GRAPH_TRACER", "CONFIG_MITIGATION_RETPOLINE", "CONFIG_MITIGATION_RETHUNK", "CONFIG_CFI_CLANG"} {
@@ -745,7 +748,7 @@ func runCrowd(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *threa
 		}
 		for _, shared := range []bool{false, true} {
 			for _, mode := range crowdModes {
-				row := CrowdRow{Mode: mode, By: b.by, K: b.k, Shared: shared, Supported: true}
+				row := CrowdRow{Mode: mode, Target: trig.Target(), By: b.by, K: b.k, Shared: shared, Supported: true}
 				if cerr != nil {
 					row.Supported, row.Reason = false, "crowd: "+reasonOf(cerr)
 					r.Crowd = append(r.Crowd, row)

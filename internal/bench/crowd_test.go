@@ -36,14 +36,16 @@ func TestSetVsK0(t *testing.T) {
 }
 
 // TestCrowdReport renders crowd rows as text and through a JSON round trip:
-// the crowd kind, the sharer on the target, the ratios, the sharer's
-// misses and an unsupported row's numbered reason.
+// the target, the crowd kind, the sharer on the target, the ratios, the
+// sharer's misses and the unsupported rows' shared numbered reason.
 func TestCrowdReport(t *testing.T) {
 	r := &Report{Schema: SchemaID, Crowd: []CrowdRow{
 		{Mode: ModeFentry, K: 0, Supported: true, NsPerHit: NewStat([]float64{300, 310, 320}), OverheadNs: NewStat([]float64{200}), VsK0: 1},
 		{Mode: ModeFentry, By: CrowdByFentry, K: 100, Shared: true, Supported: true, NsPerHit: NewStat([]float64{900}), OverheadNs: NewStat([]float64{800}), VsK0: 3, SharerMisses: 7},
 		{Mode: ModeKprobeMulti, By: CrowdByKprobeMulti, K: 10, Reason: "crowd: CONFIG_FPROBE not set"},
+		{Mode: ModeFentry, By: CrowdByKprobeMulti, K: 10, Reason: "crowd: CONFIG_FPROBE not set"},
 	}}
+	r.Crowd[0].Target = "bpf_get_numa_node_id"
 	var buf bytes.Buffer
 	require.NoError(t, r.WriteJSON(&buf))
 	p := filepath.Join(t.TempDir(), "r.json")
@@ -57,5 +59,8 @@ func TestCrowdReport(t *testing.T) {
 	assert.Regexp(t, `fentry\s+-\s+0\s+alone\s+310\.0\s+\[300\.0\.\.320\.0\]\s+200\.0\s+1\.00x\s+0`, s)
 	assert.Regexp(t, `fentry\s+fentry\s+100\s+\+kprobe\.multi\s+900\.0 .* 800\.0\s+3\.00x\s+0 \(sharer 7\)`, s)
 	assert.Regexp(t, `kprobe\.multi\s+kprobe\.multi\s+10\s+alone\s+unsupported \[1\]`, s)
-	assert.Contains(t, s, "[1] kprobe.multi, crowd kprobe.multi K=10, target alone: crowd: CONFIG_FPROBE not set")
+	assert.Regexp(t, `fentry\s+kprobe\.multi\s+10\s+alone\s+unsupported \[1\]`, s, "one footnote per distinct reason")
+	assert.Contains(t, s, "  [1] crowd: CONFIG_FPROBE not set\n")
+	assert.NotContains(t, s, "[2]")
+	assert.Contains(t, s, "hit cost on bpf_get_numa_node_id (kernel trigger")
 }

@@ -20,6 +20,9 @@ import (
 func (r *Report) WriteText(w io.Writer) {
 	h := r.Header
 	fmt.Fprintf(w, "ftprobe compare: kernel %s %s, %s, %d CPUs, %d runs (median [min..max])\n", h.Release, h.Arch, h.CPU, h.CPUs, h.Runs)
+	if h.Version != "" {
+		fmt.Fprintf(w, "ftprobe %s\n", h.Version)
+	}
 	var cfg []string
 	for _, k := range sortedKeys(h.Config) {
 		cfg = append(cfg, strings.TrimPrefix(k, "CONFIG_")+"="+h.Config[k])
@@ -32,14 +35,14 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "INTERRUPTED: partial results\n")
 	}
 	if len(r.Hit) > 0 {
-		fmt.Fprintf(w, "\n== hit cost (ns per call of the target; overhead = ns/hit minus the baseline measured just before)\n")
+		fmt.Fprintf(w, "\n== hit cost: ns per call of the target; ns over base = ns/hit minus the baseline measured just before;\n"+
+			"   x ref = ns over base over fentry's (empty body) or fentry+fexit's (trace and filtered bodies)\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "trigger\tbody\tmode\tMhits/s\tns/hit\t[min..max]\tns over base\tx fentry\tmisses\t")
-		var notes []string
+		fmt.Fprintln(tw, "trigger\tbody\tmode\tMhits/s\tns/hit\t[min..max]\tns over base\tx ref\tmisses\t")
+		var notes footnotes
 		for _, row := range r.Hit {
 			if !row.Supported {
-				notes = append(notes, fmt.Sprintf("%s/%s/%s: %s", row.Trigger, row.Body, row.Mode, row.Reason))
-				fmt.Fprintf(tw, "%s\t%s\t%s\tunsupported [%d]\t\t\t\t\t\t\n", row.Trigger, row.Body, row.Mode, len(notes))
+				fmt.Fprintf(tw, "%s\t%s\t%s\tunsupported [%d]\t\t\t\t\t\t\n", row.Trigger, row.Body, row.Mode, notes.add(row.Reason))
 				continue
 			}
 			ratio, over := "", ""
@@ -59,11 +62,10 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "\n== attach and detach cost of N functions (ms)\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "mode\tN\tload\tattach\t[min..max]\tdetach\tlinks\tprograms\ttrampolines\tprog memlock\t")
-		var notes []string
+		var notes footnotes
 		for _, row := range r.Attach {
 			if !row.Supported {
-				notes = append(notes, fmt.Sprintf("%s N=%d: %s", row.Mode, row.N, row.Reason))
-				fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\t\t\t\t\n", row.Mode, row.N, len(notes))
+				fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\t\t\t\t\n", row.Mode, row.N, notes.add(row.Reason))
 				continue
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t[%.2f..%.2f]\t%.2f\t%d\t%d\t%d\t%d B\t\n", row.Mode, row.N, row.LoadMs.Median, row.AttachMs.Median,
@@ -73,11 +75,18 @@ func (r *Report) WriteText(w io.Writer) {
 		printNotes(w, notes)
 	}
 	if len(r.Crowd) > 0 {
-		fmt.Fprintf(w, "\n== crowded ftrace: hit cost on the target (kernel trigger, empty body) while K other functions are traced by a crowd,\n"+
-			"   the target alone or shared with the other attach path (its call site then walks ftrace's ops list)\n")
+		target := r.Crowd[0].Target
+		if target == "" {
+			target = "the kernel trigger's target"
+		}
+		fmt.Fprintf(w, "\n== crowded ftrace: hit cost on %s (kernel trigger, empty body) while K other functions are traced\n"+
+			"   by a crowd of K fentry links or one kprobe.multi link, the target alone or shared with the other attach path\n"+
+			"   (two ftrace_ops on its call site: ftrace_ops_list_func walks the ops list). The baseline is taken with the\n"+
+			"   crowd and the sharer attached, so ns/hit includes the sharer and ns over base does not; vs K=0 = ns over base\n"+
+			"   over the K=0 row's; misses: the measured probe's, then the sharer's in parentheses if any\n", target)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "mode\tcrowd\tK\ttarget\tns/hit\t[min..max]\tns over base\tvs K=0\tmisses\t")
-		var notes []string
+		var notes footnotes
 		for _, row := range r.Crowd {
 			by, tgt := row.By, "alone"
 			if by == "" {
@@ -87,8 +96,7 @@ func (r *Report) WriteText(w io.Writer) {
 				tgt = "+" + sharerOf(row.Mode)
 			}
 			if !row.Supported {
-				notes = append(notes, fmt.Sprintf("%s, crowd %s K=%d, target %s: %s", row.Mode, by, row.K, tgt, row.Reason))
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\tunsupported [%d]\t\t\t\t\t\n", row.Mode, by, row.K, tgt, len(notes))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\tunsupported [%d]\t\t\t\t\t\n", row.Mode, by, row.K, tgt, notes.add(row.Reason))
 				continue
 			}
 			vs := "-"
@@ -109,11 +117,10 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "\n== streaming: trace program (entry+exit events) through the ringbuf to one reader\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "mode\tringbuf\tcalls\tdelivered\tdropped\tevents/s\t")
-		var notes []string
+		var notes footnotes
 		for _, row := range r.Stream {
 			if !row.Supported {
-				notes = append(notes, fmt.Sprintf("%s: %s", row.Mode, row.Reason))
-				fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\n", row.Mode, row.RingbufBytes, len(notes))
+				fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\n", row.Mode, row.RingbufBytes, notes.add(row.Reason))
 				continue
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.0f\t\n", row.Mode, row.RingbufBytes, row.Calls, row.Delivered, row.Dropped, row.EventsPerSec)
@@ -262,8 +269,27 @@ func shortMode(m string) string {
 	return m
 }
 
-func printNotes(w io.Writer, notes []string) {
-	for i, n := range notes {
+// footnotes numbers the distinct reasons of a table's unsupported rows:
+// rows with the same reason share its number.
+type footnotes struct {
+	reasons []string
+	num     map[string]int
+}
+
+func (f *footnotes) add(reason string) int {
+	if f.num == nil {
+		f.num = map[string]int{}
+	}
+	if n, ok := f.num[reason]; ok {
+		return n
+	}
+	f.reasons = append(f.reasons, reason)
+	f.num[reason] = len(f.reasons)
+	return len(f.reasons)
+}
+
+func printNotes(w io.Writer, f footnotes) {
+	for i, n := range f.reasons {
 		fmt.Fprintf(w, "  [%d] %s\n", i+1, n)
 	}
 }
