@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/bench"
@@ -109,15 +110,26 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			tty := false
+			if f, ok := cmd.ErrOrStderr().(*os.File); ok {
+				tty = term.IsTerminal(int(f.Fd()))
+			}
 			if !quiet {
-				cfg.Progress = func(m string) { fmt.Fprintf(cmd.ErrOrStderr(), "\r\033[K%s", m) }
+				// One line redrawn on a terminal; plain lines in a log.
+				cfg.Progress = func(m string) {
+					if tty {
+						fmt.Fprintf(cmd.ErrOrStderr(), "\r\033[K%s", m)
+					} else {
+						fmt.Fprintln(cmd.ErrOrStderr(), m)
+					}
+				}
 			}
 			if err := bench.ValidateTarget(k, cfg.Target); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("compare: %w", err))
 			}
 			cfg.Version = version + " (" + revision + ")"
 			rep, err := bench.Run(ctx, kin, k, cfg)
-			if !quiet {
+			if !quiet && tty {
 				fmt.Fprintln(cmd.ErrOrStderr())
 			}
 			if rep != nil {

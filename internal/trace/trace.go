@@ -461,7 +461,7 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 		why = "this kernel has tracing multi links: trampoline per-call cost, all functions attached with one link"
 	}
 	var firstErr error
-	var unavailable []string
+	var unavailable, tried []string
 	for i, m := range order {
 		res, err := k.Resolve(o.Patterns, o.Excludes, m, o.MaxFunctions)
 		if err != nil {
@@ -486,8 +486,10 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 		if err == nil {
 			if i == 0 {
 				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions: %s\n", m, len(res.Funcs), why)
-			} else {
+			} else if o.Verbose {
 				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions; unavailable here: %s\n", m, len(res.Funcs), strings.Join(unavailable, "; "))
+			} else {
+				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions; %s unavailable here (--verbose says why)\n", m, len(res.Funcs), strings.Join(tried, ", "))
 			}
 			return t, res, nil
 		}
@@ -498,6 +500,7 @@ func openAuto(k *symbols.Kernel, kin *kfeat.Info, o Options) (*attach.Tracer, *s
 			return nil, nil, err
 		}
 		unavailable = append(unavailable, err.Error())
+		tried = append(tried, m)
 	}
 	if errors.Is(firstErr, symbols.ErrUntraceable) {
 		return nil, nil, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: %w", firstErr))
