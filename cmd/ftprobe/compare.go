@@ -32,13 +32,16 @@ func newCompareCmd() *cobra.Command {
 		Short: "Benchmark the attach paths side by side: fentry/fexit trampolines versus kprobe.multi (fprobe)",
 		Long: `compare measures, on this kernel:
   hit     cost per call of the target in every mode (baseline, fentry, fexit,
-          fentry+fexit, kprobe.multi, kretprobe.multi, both, kprobe.session,
-          raw_tp) with an empty counting body and with ftprobe's trace program;
+          fentry+fexit, fsession, fentry.multi, fexit.multi, fsession.multi,
+          kprobe.multi, kretprobe.multi, both, kprobe.session, kprobe,
+          kretprobe, raw_tp) with an empty counting body and with ftprobe's
+          trace program;
           triggers: kernel (BPF_PROG_TEST_RUN driver calling
           bpf_get_numa_node_id() in batches, as the kernel's bench trig-*)
           and syscall (getppid(2) loop, probe on its handler)
   attach  wall time to attach and detach N functions: one kprobe.multi link
-          versus N fentry (fexit) links, with the programs' pinned memory
+          versus N fentry (fexit) links versus one fentry.multi or
+          fsession.multi link (7.x), with the programs' pinned memory
   crowd   hit cost of fentry and kprobe.multi while K other functions are
           traced by K fentry links or one kprobe.multi link (--crowd-by), with
           the target alone and shared with the other attach path

@@ -37,6 +37,8 @@ const (
 	ModeKretMulti     = "kretprobe.multi"
 	ModeKprobeKret    = "kprobe.multi+kretprobe.multi"
 	ModeKprobeSession = "kprobe.session"
+	ModeKprobe        = "kprobe"    // one ftrace-based kprobe (the path before fprobe)
+	ModeKretprobe     = "kretprobe" // kretprobe (rethook)
 	ModeRawTP         = "raw_tp"
 	// Linux 7.x trampoline attach types (internal/attach/tracingmulti.go).
 	ModeFSession      = "fsession"       // one program at entry and exit (7.0)
@@ -47,7 +49,7 @@ const (
 
 // HitModes lists the hit-cost modes.
 var HitModes = []string{ModeBaseline, ModeFentry, ModeFexit, ModeFentryFexit, ModeFSession, ModeFentryMulti, ModeFexitMulti, ModeFSessionMulti,
-	ModeKprobeMulti, ModeKretMulti, ModeKprobeKret, ModeKprobeSession, ModeRawTP}
+	ModeKprobeMulti, ModeKretMulti, ModeKprobeKret, ModeKprobeSession, ModeKprobe, ModeKretprobe, ModeRawTP}
 
 // trampoline7 maps the 7.x modes to their counting program and attach type.
 var trampoline7 = map[string]struct {
@@ -266,6 +268,15 @@ func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target stri
 			c.progs = append(c.progs, ps...)
 			c.links = append(c.links, ls...)
 			return err
+		case ModeKprobe, ModeKretprobe:
+			prog := map[string]string{ModeKprobe: "count_kprobe", ModeKretprobe: "count_kretprobe"}[m]
+			if p, err = loadOne(spec, prog, "", h); err == nil {
+				if m == ModeKretprobe {
+					l, err = link.Kretprobe(target, p, nil)
+				} else {
+					l, err = link.Kprobe(target, p, nil)
+				}
+			}
 		case ModeRawTP:
 			if p, err = loadOne(spec, "count_raw_tp", "", h); err == nil {
 				l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_enter", Program: p})

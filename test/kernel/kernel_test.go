@@ -675,7 +675,8 @@ func TestCompareCounts(t *testing.T) {
 	assert.Equal(t, "ftprobe-compare/v1", r.Schema)
 	fam := map[string]string{"fentry": attach.ModeFentry, "fexit": attach.ModeFentry, "fentry+fexit": attach.ModeFentry,
 		"kprobe.multi": attach.ModeKprobeMulti, "kretprobe.multi": attach.ModeKprobeMulti, "kprobe.multi+kretprobe.multi": attach.ModeKprobeMulti,
-		"fsession": attach.ModeFSession, "fentry.multi": attach.ModeFentryMulti, "fexit.multi": attach.ModeFentryMulti, "fsession.multi": attach.ModeFentryMulti}
+		"fsession": attach.ModeFSession, "fentry.multi": attach.ModeFentryMulti, "fexit.multi": attach.ModeFentryMulti, "fsession.multi": attach.ModeFentryMulti,
+		"kprobe": attach.ModeKprobe, "kretprobe": attach.ModeKprobe}
 	rows := 0
 	for _, h := range r.Hit {
 		if h.Mode == "baseline" {
