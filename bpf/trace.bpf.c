@@ -166,12 +166,20 @@ struct {
 	__type(value, __u32);/* enum ftp_func_flags */
 } funcs SEC(".maps");
 
-/* Process tree filter: tgids to trace when filter_tree is set. */
+/* Process tree filter: tgids to trace when filter_tree is set, with their
+ * state: traced, or waiting for their exec (trace -- COMMAND adds its
+ * launcher so; the launcher's own calls before it execs the command are
+ * not the command's). */
+enum ftp_tree_state {
+	FTP_TREE_TRACED = 1,
+	FTP_TREE_AT_EXEC = 2,
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, __u8); /* enum ftp_tree_state */
 } tgids SEC(".maps");
 
 /* Armed by user space once every link is attached, disarmed before the
@@ -245,8 +253,11 @@ static __always_inline int pass_mutable(__u64 pid_tgid)
 {
 	__u32 tgid = pid_tgid >> 32;
 
-	if (filter_tree && !bpf_map_lookup_elem(&tgids, &tgid))
-		return 0;
+	if (filter_tree) {
+		__u8 *st = bpf_map_lookup_elem(&tgids, &tgid);
+		if (!st || *st != FTP_TREE_TRACED)
+			return 0;
+	}
 	if (filter_comm_len) {
 		char comm[FTP_COMM_LEN];
 		bpf_get_current_comm(comm, sizeof(comm));
@@ -705,12 +716,26 @@ int ftp_fork(__u64 *ctx)
 	struct task_struct *parent = (struct task_struct *)ctx[0];
 	struct task_struct *child = (struct task_struct *)ctx[1];
 	__u32 ptgid = parent->tgid;
-	if (!bpf_map_lookup_elem(&tgids, &ptgid))
+	__u8 *st = bpf_map_lookup_elem(&tgids, &ptgid);
+	if (!st)
 		return 0;
 	__u32 ctgid = child->tgid;
-	__u8 one = 1;
-	if (bpf_map_update_elem(&tgids, &ctgid, &one, BPF_ANY))
+	__u8 state = *st; /* a child of a process waiting for exec waits too */
+	if (bpf_map_update_elem(&tgids, &ctgid, &state, BPF_ANY))
 		count(FTP_STAT_TREE_FULL);
+	return 0;
+}
+
+/* A process waiting for its exec (FTP_TREE_AT_EXEC) is traced from the
+ * moment the new program is in place: calls still open across the exec
+ * (execve's own) show as exits without entry, counted as in flight. */
+SEC("tp_btf/sched_process_exec")
+int ftp_exec(__u64 *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u8 *st = bpf_map_lookup_elem(&tgids, &tgid);
+	if (st && *st == FTP_TREE_AT_EXEC)
+		*st = FTP_TREE_TRACED;
 	return 0;
 }
 

@@ -113,6 +113,7 @@ type Tracer struct {
 	links     []link.Link
 	fork      link.Link         // --tree: follows forks into tgids
 	exit      link.Link         // --tree: forgets exited processes
+	exec      link.Link         // --tree: starts tracing a process added with AddTGIDAtExec at its exec
 	multi     []link.Link       // kprobe-multi links (entry, exit)
 	tramp     *TrampolineLoader // fsession, fentry-multi
 	closeOnce sync.Once
@@ -184,15 +185,19 @@ func Open(opts Options) (_ *Tracer, err error) {
 		var p struct {
 			Fork *ebpf.Program `ebpf:"ftp_fork"`
 			Exit *ebpf.Program `ebpf:"ftp_exit"`
+			Exec *ebpf.Program `ebpf:"ftp_exec"`
 		}
 		if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork", err)
 		}
-		t.progs = append(t.progs, p.Fork, p.Exit)
+		t.progs = append(t.progs, p.Fork, p.Exit, p.Exec)
 		// Exit first: a process is then forgotten from the moment any
 		// process is followed.
 		if t.exit, err = link.AttachTracing(link.TracingOptions{Program: p.Exit}); err != nil {
 			return nil, opts.Kernel.Explain("tp_btf", "sched_process_exit", err)
+		}
+		if t.exec, err = link.AttachTracing(link.TracingOptions{Program: p.Exec}); err != nil {
+			return nil, opts.Kernel.Explain("tp_btf", "sched_process_exec", err)
 		}
 		if t.fork, err = link.AttachTracing(link.TracingOptions{Program: p.Fork}); err != nil {
 			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork", err)
@@ -605,7 +610,14 @@ func (t *Tracer) Reader() (*ringbuf.Reader, error) {
 // followed, and every process of the tree is forgotten when its last
 // thread exits.
 func (t *Tracer) AddTGID(tgid uint32) error {
-	return t.maps.Tgids.Put(tgid, uint8(1))
+	return t.maps.Tgids.Put(tgid, uint8(1)) // FTP_TREE_TRACED
+}
+
+// AddTGIDAtExec adds a process to the tree filter from its next exec on
+// (tp_btf/sched_process_exec): a launcher's own calls before it execs the
+// command are left out. Its forks before that exec wait for their own.
+func (t *Tracer) AddTGIDAtExec(tgid uint32) error {
+	return t.maps.Tgids.Put(tgid, uint8(2)) // FTP_TREE_AT_EXEC
 }
 
 // TreeSize returns how many processes the tree filter follows now
@@ -762,7 +774,7 @@ func (t *Tracer) closeLinks() {
 		t.multi[i] = nil
 	}
 	t.links = nil
-	for _, l := range []*link.Link{&t.fork, &t.exit} {
+	for _, l := range []*link.Link{&t.fork, &t.exit, &t.exec} {
 		if *l != nil {
 			(*l).Close()
 			*l = nil

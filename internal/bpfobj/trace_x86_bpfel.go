@@ -64,6 +64,7 @@ const (
 	TraceMapStats             = "stats"
 	TraceMapTgids             = "tgids"
 	TraceMapZeroStack         = "zero_stack"
+	TraceProgFtpExec          = "ftp_exec"
 	TraceProgFtpExit          = "ftp_exit"
 	TraceProgFtpFentry        = "ftp_fentry"
 	TraceProgFtpFentryMulti   = "ftp_fentry_multi"
@@ -130,6 +131,7 @@ type TraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceProgramSpecs struct {
+	FtpExec          *ebpf.ProgramSpec `ebpf:"ftp_exec"`
 	FtpExit          *ebpf.ProgramSpec `ebpf:"ftp_exit"`
 	FtpFentry        *ebpf.ProgramSpec `ebpf:"ftp_fentry"`
 	FtpFentryMulti   *ebpf.ProgramSpec `ebpf:"ftp_fentry_multi"`
@@ -234,6 +236,7 @@ type TraceVariables struct {
 //
 // It can be passed to LoadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TracePrograms struct {
+	FtpExec          *ebpf.Program `ebpf:"ftp_exec"`
 	FtpExit          *ebpf.Program `ebpf:"ftp_exit"`
 	FtpFentry        *ebpf.Program `ebpf:"ftp_fentry"`
 	FtpFentryMulti   *ebpf.Program `ebpf:"ftp_fentry_multi"`
@@ -250,6 +253,7 @@ type TracePrograms struct {
 
 func (p *TracePrograms) Close() error {
 	return _TraceClose(
+		p.FtpExec,
 		p.FtpExit,
 		p.FtpFentry,
 		p.FtpFentryMulti,

@@ -240,7 +240,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		go func() { cmdDone <- cmd.Wait() }()
 		// Whatever happens from here on, the command does not outlive the trace.
 		defer stopCommand()
-		if err := tracer.AddTGID(uint32(cmd.Process.Pid)); err != nil {
+		if err := tracer.AddTGIDAtExec(uint32(cmd.Process.Pid)); err != nil {
 			gate.Close()
 			return nil, fmt.Errorf("trace: filter command: %w", err)
 		}

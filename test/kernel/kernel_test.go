@@ -13,10 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -411,8 +414,12 @@ func TestCLITraceCommand(t *testing.T) {
 			require.NoError(t, cmd.Run(), stderr.String())
 			var fails int
 			pids := map[int64]bool{}
+			comms := map[string]int{}
 			for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
 				m := decodeLine(t, l)
+				if c, ok := m["comm"].(string); ok {
+					comms[c]++
+				}
 				if m["type"] == "exit" {
 					pids[num(m["tgid"])] = true
 					if m["ret_str"] == "-ENOENT" {
@@ -427,6 +434,9 @@ func TestCLITraceCommand(t *testing.T) {
 			// The summary counts the same calls by errno.
 			assert.Regexp(t, `do_sys_openat2\s+\d+\s+\d+\s+.*ENOENT×\d+`, stderr.String())
 			assert.Len(t, pids, 1, "only the command's process")
+			// Traced from its exec on: nothing of ftprobe's launcher (run
+			// as /proc/self/exe, comm "exe") before it execs the command.
+			assert.Equal(t, []string{filepath.Base(bin)}, slices.Collect(maps.Keys(comms)), "events by comm: %v", comms)
 			assert.False(t, pids[int64(os.Getpid())], "not this test process")
 			assertNothingAttached(t)
 
