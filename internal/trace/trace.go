@@ -664,29 +664,36 @@ func (s *Summary) Line() string {
 		s.Events, s.Entries, s.Exits, s.Functions, s.Mode, s.Elapsed.Round(time.Millisecond), s.Skipped, l.FailedAttaches, lost)
 }
 
-// lossText is "none lost" or "LOST: " and every nonzero loss counter.
+// lossText is "none lost" or "LOST: " and every nonzero loss counter,
+// then "; incomplete: " and the string reads and stacks that failed (the
+// events carrying them were delivered).
 func lossText(l attach.Losses) string {
-	lost := "none lost"
-	if l.Any() {
-		var parts []string
-		add := func(n uint64, what string) {
-			if n > 0 {
-				parts = append(parts, fmt.Sprintf("%d %s", n, what))
-			}
+	var lost, partial []string
+	add := func(to *[]string, n uint64, what string) {
+		if n > 0 {
+			*to = append(*to, fmt.Sprintf("%d %s", n, what))
 		}
-		add(l.RingbufDrops, "ringbuf drops")
-		add(l.KprobeMissed, "fprobe missed runs")
-		add(l.RecursionMiss, "recursion misses")
-		add(l.NoEntry, "exits without entry")
-		add(l.Unwound, "unwound frames")
-		add(l.DepthOverflow, "beyond max depth")
-		add(l.StackFull, "threads without stack slot")
-		add(l.StringFaults, "string reads faulted")
-		add(l.StackFailures, "stacks not captured")
-		add(l.TreeFull, "forked processes not followed (tgids map full)")
-		lost = "LOST: " + strings.Join(parts, ", ")
 	}
-	return lost
+	add(&lost, l.RingbufDrops, "ringbuf drops")
+	add(&lost, l.KprobeMissed, "fprobe missed runs")
+	add(&lost, l.RecursionMiss, "recursion misses")
+	add(&lost, l.Unwound, "unwound frames")
+	add(&lost, l.DepthOverflow, "beyond max depth")
+	add(&lost, l.StackFull, "threads without stack slot")
+	add(&lost, l.TreeFull, "forked processes not followed (tgids map full)")
+	if len(lost) > 0 {
+		add(&lost, l.NoEntry, "exits without entry")
+	}
+	add(&partial, l.StringFaults, "string reads faulted")
+	add(&partial, l.StackFailures, "stacks not captured")
+	out := "none lost"
+	if len(lost) > 0 {
+		out = "LOST: " + strings.Join(lost, ", ")
+	}
+	if len(partial) > 0 {
+		out += "; incomplete: " + strings.Join(partial, ", ")
+	}
+	return out
 }
 
 func appendSummaryJSON(b []byte, s *Summary) []byte {
