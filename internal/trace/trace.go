@@ -116,6 +116,9 @@ type Summary struct {
 	MaxRSSBytes uint64 `json:"max_rss_bytes"`
 	// Mem holds the --stats-every samples.
 	Mem []MemSample `json:"mem_samples,omitempty"`
+	// Deferred is set when --min-duration or --errors decide at exit which
+	// calls are shown; Losses.ExitHits then counts every call seen.
+	Deferred bool `json:"deferred,omitempty"`
 }
 
 // autoFentryLimit: above this many functions auto prefers kprobe-multi,
@@ -251,7 +254,8 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		o.Ready()
 	}
 	start := time.Now()
-	sum := &Summary{Mode: tracer.Mode, Functions: len(tracer.Attached), Skipped: len(res.Skipped), PerFunction: map[string]int{}}
+	sum := &Summary{Mode: tracer.Mode, Functions: len(tracer.Attached), Skipped: len(res.Skipped), PerFunction: map[string]int{},
+		Deferred: o.Filters.MinDuration > 0 || o.Filters.ErrorsOnly}
 	w := bufio.NewWriterSize(o.Out, 64<<10)
 	var text *events.Text
 	var js *events.JSON
@@ -660,8 +664,12 @@ func (s *Summary) Line() string {
 	if n := l.InFlight(); n > 0 {
 		lost += fmt.Sprintf(" (%d calls in flight at attach or detach: %d exits without entry, %d entries without exit)", n, l.NoEntry, l.OpenAtExit)
 	}
-	return fmt.Sprintf("ftprobe: %d events (%d entries, %d exits) from %d functions in %s mode in %s; %d skipped, %d failed to attach; %s",
-		s.Events, s.Entries, s.Exits, s.Functions, s.Mode, s.Elapsed.Round(time.Millisecond), s.Skipped, l.FailedAttaches, lost)
+	seen := ""
+	if s.Deferred {
+		seen = fmt.Sprintf(" of %d calls seen in the kernel (--min-duration/--errors chose)", l.ExitHits)
+	}
+	return fmt.Sprintf("ftprobe: %d events (%d entries, %d exits)%s from %d functions in %s mode in %s; %d skipped, %d failed to attach; %s",
+		s.Events, s.Entries, s.Exits, seen, s.Functions, s.Mode, s.Elapsed.Round(time.Millisecond), s.Skipped, l.FailedAttaches, lost)
 }
 
 // lossText is "none lost" or "LOST: " and every nonzero loss counter,
@@ -713,6 +721,8 @@ func appendSummaryJSON(b []byte, s *Summary) []byte {
 	kv("exits", s.Exits)
 	kv("elapsed_ns", uint64(s.Elapsed))
 	kv("max_rss_bytes", s.MaxRSSBytes)
+	kv("entry_hits", l.EntryHits)
+	kv("exit_hits", l.ExitHits)
 	b = append(b, `,"losses":{"ringbuf_drops":`...)
 	b = strconv.AppendUint(b, l.RingbufDrops, 10)
 	kv("kprobe_missed", l.KprobeMissed)
