@@ -40,6 +40,9 @@ extracted without installing.`,
   ftprobe vm --kernel debian:6.12 --arch arm64 -- features
   ftprobe vm --kernel ./arch/arm64/boot/Image -- trace vfs_read -- ftprobe workload read --count 3`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := lab.CheckAdd(add); err != nil {
+				return exitcode.Wrap(exitcode.BadInput, err)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			k, err := resolveKernel(ctx, kernelSpec, arch, cmd)

@@ -49,6 +49,7 @@ var mounts = []mnt{
 	{"tracefs", "/sys/kernel/tracing", "tracefs"},
 	{"debugfs", "/sys/kernel/debug", "debugfs"},
 	{"bpffs", "/sys/fs/bpf", "bpf"},
+	{"securityfs", "/sys/kernel/security", "securityfs"}, // lockdown state for features
 	{"tmpfs", "/tmp", "tmpfs"},
 }
 

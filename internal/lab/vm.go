@@ -436,3 +436,23 @@ func (c *Config) buildInitramfs(path string) error {
 }
 
 func gzipReader(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }
+
+// CheckAdd validates --add entries before anything boots: HOST:GUEST with
+// an absolute guest path, HOST a regular file (directories are not
+// copied). Errors name the entry.
+func CheckAdd(add []string) error {
+	for _, a := range add {
+		host, g, ok := strings.Cut(a, ":")
+		if !ok || !strings.HasPrefix(g, "/") {
+			return fmt.Errorf("--add %q: want HOST:GUEST with an absolute guest path", a)
+		}
+		fi, err := os.Stat(host)
+		if err != nil {
+			return fmt.Errorf("--add %q: %w", a, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("--add %q: %s is not a regular file (--add copies files, one per flag)", a, host)
+		}
+	}
+	return nil
+}
