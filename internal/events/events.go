@@ -520,10 +520,17 @@ func Signature(f *symbols.Func) string {
 	}
 	var parts []string
 	for _, p := range f.Proto.Params {
+		if strings.Contains(p.Type, "(*)") { // function pointer: int (*name)(...)
+			parts = append(parts, strings.Replace(p.Type, "(*)", "(*"+p.Name+")", 1))
+			continue
+		}
 		parts = append(parts, strings.TrimSpace(p.Type+" "+p.Name))
 	}
 	if f.Proto.Varargs {
 		parts = append(parts, "...")
+	}
+	if len(parts) == 0 {
+		parts = []string{"void"}
 	}
 	return f.Proto.Ret + " " + f.Name + "(" + strings.Join(parts, ", ") + ")"
 }

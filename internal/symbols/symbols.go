@@ -320,6 +320,18 @@ func cType(t btf.Type) string {
 	}
 	switch v := t.(type) {
 	case *btf.Pointer:
+		if fp, ok := v.Target.(*btf.FuncProto); ok {
+			// A function pointer: "int (*)(struct file *, void *)"; a
+			// signature puts the parameter's name after the '*'.
+			var ps []string
+			for _, p := range fp.Params {
+				ps = append(ps, cType(p.Type))
+			}
+			if len(ps) == 0 {
+				ps = []string{"void"}
+			}
+			return cType(fp.Return) + " (*)(" + strings.Join(ps, ", ") + ")"
+		}
 		return cType(v.Target) + " *"
 	case *btf.Const:
 		return "const " + cType(v.Type)
