@@ -1224,3 +1224,33 @@ func TestCommChangeKeepsFrame(t *testing.T) {
 		})
 	}
 }
+
+// TestListCLI: list gives, for every mode, whether a function can be
+// traced (vfs_read: yes in all of them), in JSON and as a table with one
+// column per mode.
+func TestListCLI(t *testing.T) {
+	lab(t)
+	bin := ftprobeBinary(t)
+	out, err := exec.Command(bin, "list", "--json", "vfs_read").Output()
+	require.NoError(t, err)
+	var rows []struct {
+		Name      string
+		Prototype string
+		Modes     map[string]struct {
+			OK     bool
+			Reason string
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &rows))
+	require.Len(t, rows, 1)
+	assert.Equal(t, "vfs_read", rows[0].Name)
+	assert.Equal(t, "ssize_t vfs_read(struct file * file, char * buf, size_t count, loff_t * pos)", rows[0].Prototype)
+	require.Len(t, rows[0].Modes, 5)
+	for m, v := range rows[0].Modes {
+		assert.True(t, v.OK, "%s: %s", m, v.Reason)
+	}
+	txt, err := exec.Command(bin, "list", "vfs_read").Output()
+	require.NoError(t, err)
+	assert.Regexp(t, `FUNCTION\s+ADDRESS\s+COPIES\s+FENTRY\s+FSESSION\s+FENTRY-MULTI\s+KPROBE-MULTI\s+KPROBE\s+PROTOTYPE`, string(txt))
+	assert.Regexp(t, `vfs_read\s+0x[0-9a-f]+\s+1\s+ok\s+ok\s+ok\s+ok\s+ok\s+ssize_t vfs_read`, string(txt))
+}
