@@ -602,7 +602,10 @@ func printPlan(o Options, res *symbols.Resolution) {
 
 // startGated starts o.Command through `ftprobe internal-exec`, which waits
 // on a pipe until the caller has added the child to the filter, so not one
-// call of the command is missed.
+// call of the command is missed. It returns once the launcher runs (it
+// says so on a second pipe): the launcher's own exec of ftprobe is then
+// over, and the next exec in that process is the command's, where the
+// tree filter starts tracing it (Tracer.AddTGIDAtExec).
 func startGated(o Options) (*exec.Cmd, *os.File, error) {
 	self := o.Self
 	if self == "" {
@@ -612,21 +615,40 @@ func startGated(o Options) (*exec.Cmd, *os.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, nil, err
+	}
+	defer rr.Close()
 	cmd := exec.Command(self, append([]string{"internal-exec", "--"}, o.Command...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stderr, os.Stderr
-	cmd.ExtraFiles = []*os.File{r}
+	cmd.ExtraFiles = []*os.File{r, rw}
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()
+		rw.Close()
 		return nil, nil, fmt.Errorf("start %s: %w", o.Command[0], err)
 	}
 	r.Close()
+	rw.Close()
+	rr.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := rr.Read(make([]byte, 1)); err != nil {
+		w.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, nil, fmt.Errorf("start %s: the launcher did not start: %w", o.Command[0], err)
+	}
 	return cmd, w, nil
 }
 
-// ExecGated is the child side of startGated: wait for the gate on fd 3,
-// then exec argv.
+// ExecGated is the child side of startGated: say it runs on fd 4, wait
+// for the gate on fd 3, then exec argv.
 func ExecGated(argv []string) error {
+	ready := os.NewFile(4, "ready")
+	ready.Write([]byte{1})
+	ready.Close()
 	gate := os.NewFile(3, "gate")
 	b := make([]byte, 1)
 	if _, err := gate.Read(b); err != nil {
