@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/ftprobe/ftprobe/internal/exitcode"
 	"github.com/ftprobe/ftprobe/internal/guest"
@@ -16,6 +17,9 @@ func main() {
 	}
 	cmd := newRootCmd()
 	err := cmd.Execute()
+	if err != nil && strings.HasPrefix(err.Error(), "unknown command ") {
+		err = exitcode.Wrap(exitcode.BadInput, err) // cobra's, with its suggestions
+	}
 	code, silent := exitcode.Of(err)
 	if err != nil && !silent {
 		fmt.Fprintf(os.Stderr, "ftprobe: %v\n", err)

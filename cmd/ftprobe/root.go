@@ -29,9 +29,11 @@ kernel; 'vm' and 'trace -- COMMAND' pass the command's status through.`,
 	root.AddCommand(newVersionCmd(), newVMCmd(), newWorkloadCmd(), newTraceCmd(), newInternalExecCmd(), newFeaturesCmd(), newDemoCmd(), newCompareCmd(), newListCmd(), newInternalRecordSymbolsCmd())
 	// Bad flags, values and argument counts are bad input (exit 2), like
 	// the errors the commands check themselves; an unknown command too.
+	// (An unknown command is cobra's own error, with its suggestions:
+	// main maps it to bad input.)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitcode.Wrap(exitcode.BadInput, err) })
-	root.Args = cobra.NoArgs
-	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
 	badArgs(root)
 	return root
 }

@@ -188,7 +188,7 @@ func Open(opts Options) (_ *Tracer, err error) {
 			Exec *ebpf.Program `ebpf:"ftp_exec"`
 		}
 		if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork", err)
+			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork/exit/exec (the tree filter)", err)
 		}
 		t.progs = append(t.progs, p.Fork, p.Exit, p.Exec)
 		// Exit first: a process is then forgotten from the moment any

@@ -137,6 +137,15 @@ func TestRecordedFixedFunctions(t *testing.T) {
 		_, err = fx.k.Resolve([]string{"nosuchfn_*"}, nil, ModeFentry, 0)
 		require.ErrorIs(t, err, ErrNoMatch)
 		assert.ErrorContains(t, err, `"nosuchfn_*": the pattern matches nothing in kallsyms`)
+		// A pattern covered by an earlier one adds nothing and is no error.
+		r, err = fx.k.Resolve([]string{"vfs_*", "vfs_read"}, nil, ModeKprobeMulti, 0)
+		require.NoError(t, err)
+		assert.Len(t, r.Funcs, 2)
+		fs, err := fx.k.Match([]string{"vfs_read", "vfs_read"}, nil)
+		require.NoError(t, err)
+		assert.Len(t, fs, 1)
+		_, err = fx.k.Resolve([]string{"vfs_read"}, []string{"do_*", "vfs_r*"}, ModeFentry, 0)
+		assert.ErrorContains(t, err, "--exclude vfs_r* removed every one", "names only the exclude that matched")
 	})
 }
 

@@ -605,10 +605,12 @@ func (k *Kernel) Resolve(patterns, excludes []string, mode string, maxFuncs int)
 			return nil, err
 		}
 		var matched []*Func
+		hits := 0
 		for i, s := range k.Syms {
 			if !p.matches(s, ex) {
 				continue
 			}
+			hits++
 			kk := key{s.Name, s.Module, s.Addr}
 			if seen[kk] {
 				continue
@@ -616,8 +618,11 @@ func (k *Kernel) Resolve(patterns, excludes []string, mode string, maxFuncs int)
 			seen[kk] = true
 			matched = append(matched, k.describe(i))
 		}
-		if len(matched) == 0 {
+		if hits == 0 {
 			return nil, k.noMatch(raw, p, excludes)
+		}
+		if len(matched) == 0 {
+			continue // every match came with an earlier pattern
 		}
 		// Exact names prefer the exact symbol over suffixed copies when both exist.
 		if p.Exact {
@@ -791,7 +796,18 @@ func (k *Kernel) noMatch(raw string, p Pattern, excludes []string) error {
 	}
 	switch {
 	case n > 0:
-		return fmt.Errorf("%w %q: it matches %d kallsyms entries, but --exclude %s removed every one", ErrNoMatch, raw, n, strings.Join(excludes, ","))
+		var by []string
+		for _, e := range excludes {
+			if ep, err := ParsePattern(e); err == nil {
+				for _, s := range k.Syms {
+					if p.matches(s, nil) && ep.matches(s, nil) {
+						by = append(by, e)
+						break
+					}
+				}
+			}
+		}
+		return fmt.Errorf("%w %q: it matches %d kallsyms entries, but --exclude %s removed every one", ErrNoMatch, raw, n, strings.Join(by, ","))
 	case !p.Exact:
 		return fmt.Errorf("%w %q: the pattern matches nothing in kallsyms", ErrNoMatch, raw)
 	}
@@ -869,12 +885,15 @@ func (k *Kernel) Match(patterns, excludes []string) ([]*Func, error) {
 		}
 		n := 0
 		for i, s := range k.Syms {
-			if seen[i] || !p.matches(s, ex) {
+			if !p.matches(s, ex) {
 				continue
+			}
+			n++
+			if seen[i] {
+				continue // came with an earlier pattern
 			}
 			seen[i] = true
 			out = append(out, k.describe(i))
-			n++
 		}
 		if n == 0 {
 			return nil, k.noMatch(raw, p, excludes)

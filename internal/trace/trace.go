@@ -238,6 +238,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if len(o.Command) > 0 {
 		cmd, gate, err = startGated(o)
 		if err != nil {
+			var le errLauncher
+			if errors.As(err, &le) {
+				return nil, exitcode.Wrap(exitcode.Failure, err)
+			}
 			return nil, exitcode.Wrap(exitcode.BadInput, err)
 		}
 		go func() { cmdDone <- cmd.Wait() }()
@@ -426,7 +430,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return sum, exitcode.Status(sum.ExitStatus)
 	}
 	if o.Strict && sum.Losses.Any() {
-		return sum, exitcode.Wrap(exitcode.Failure, errors.New("trace: events were lost (--strict)"))
+		return sum, exitcode.Wrap(exitcode.Failure, errors.New("trace: events were lost or incomplete (--strict)"))
 	}
 	return sum, nil
 }
@@ -638,10 +642,16 @@ func startGated(o Options) (*exec.Cmd, *os.File, error) {
 		w.Close()
 		cmd.Process.Kill()
 		cmd.Wait()
-		return nil, nil, fmt.Errorf("start %s: the launcher did not start: %w", o.Command[0], err)
+		return nil, nil, fmt.Errorf("start %s: the launcher did not start: %w", o.Command[0], errLauncher{err})
 	}
 	return cmd, w, nil
 }
+
+// errLauncher marks a launcher that started but never said it runs: a
+// runtime failure, not bad input.
+type errLauncher struct{ error }
+
+func (e errLauncher) Unwrap() error { return e.error }
 
 // ExecGated is the child side of startGated: say it runs on fd 4, wait
 // for the gate on fd 3, then exec argv.
@@ -684,7 +694,13 @@ func (s *Summary) Line() string {
 	l := s.Losses
 	lost := lossText(l)
 	if n := l.InFlight(); n > 0 {
-		lost += fmt.Sprintf(" (%d calls in flight at attach or detach: %d exits without entry, %d entries without exit)", n, l.NoEntry, l.OpenAtExit)
+		note := fmt.Sprintf(" (%d calls in flight at attach, detach or the command's exec: %d exits without entry, %d entries without exit)", n, l.NoEntry, l.OpenAtExit)
+		// Right after the lost part, before "; incomplete: ...".
+		head, tail, _ := strings.Cut(lost, "; incomplete: ")
+		lost = head + note
+		if tail != "" {
+			lost += "; incomplete: " + tail
+		}
 	}
 	seen := ""
 	if s.Deferred {
@@ -696,7 +712,8 @@ func (s *Summary) Line() string {
 
 // lossText is "none lost" or "LOST: " and every nonzero loss counter,
 // then "; incomplete: " and the string reads and stacks that failed (the
-// events carrying them were delivered).
+// events carrying them were delivered). Calls in flight (exits without
+// entry, entries without exit) are not losses: Summary.Line names them.
 func lossText(l attach.Losses) string {
 	var lost, partial []string
 	add := func(to *[]string, n uint64, what string) {
@@ -711,9 +728,6 @@ func lossText(l attach.Losses) string {
 	add(&lost, l.DepthOverflow, "beyond max depth")
 	add(&lost, l.StackFull, "threads without stack slot")
 	add(&lost, l.TreeFull, "forked processes not followed (tgids map full)")
-	if len(lost) > 0 {
-		add(&lost, l.NoEntry, "exits without entry")
-	}
 	add(&partial, l.StringFaults, "string reads faulted")
 	add(&partial, l.StackFailures, "stacks not captured")
 	out := "none lost"
