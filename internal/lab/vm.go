@@ -421,9 +421,9 @@ func (c *Config) buildInitramfs(path string) error {
 		}
 	}
 	for _, a := range c.Add {
-		host, g, ok := strings.Cut(a, ":")
-		if !ok || !strings.HasPrefix(g, "/") {
-			return fmt.Errorf("--add %q: want HOST:GUEST with an absolute guest path", a)
+		host, g, err := splitAdd(a)
+		if err != nil {
+			return err
 		}
 		if err := addFile(g, host); err != nil {
 			return err
@@ -442,9 +442,9 @@ func gzipReader(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }
 // copied). Errors name the entry.
 func CheckAdd(add []string) error {
 	for _, a := range add {
-		host, g, ok := strings.Cut(a, ":")
-		if !ok || !strings.HasPrefix(g, "/") {
-			return fmt.Errorf("--add %q: want HOST:GUEST with an absolute guest path", a)
+		host, _, err := splitAdd(a)
+		if err != nil {
+			return err
 		}
 		fi, err := os.Stat(host)
 		if err != nil {
@@ -455,4 +455,13 @@ func CheckAdd(add []string) error {
 		}
 	}
 	return nil
+}
+
+// splitAdd splits an --add entry HOST:GUEST; GUEST must be absolute.
+func splitAdd(a string) (host, guest string, err error) {
+	host, guest, ok := strings.Cut(a, ":")
+	if !ok || !strings.HasPrefix(guest, "/") {
+		return "", "", fmt.Errorf("--add %q: want HOST:GUEST with an absolute guest path", a)
+	}
+	return host, guest, nil
 }

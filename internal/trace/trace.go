@@ -692,16 +692,11 @@ func exitStatus(err error) int {
 // Line is the one-line summary.
 func (s *Summary) Line() string {
 	l := s.Losses
-	lost := lossText(l)
+	note := ""
 	if n := l.InFlight(); n > 0 {
-		note := fmt.Sprintf(" (%d calls in flight at attach, detach or the command's exec: %d exits without entry, %d entries without exit)", n, l.NoEntry, l.OpenAtExit)
-		// Right after the lost part, before "; incomplete: ...".
-		head, tail, _ := strings.Cut(lost, "; incomplete: ")
-		lost = head + note
-		if tail != "" {
-			lost += "; incomplete: " + tail
-		}
+		note = fmt.Sprintf(" (%d calls in flight at attach, detach or the command's exec: %d exits without entry, %d entries without exit)", n, l.NoEntry, l.OpenAtExit)
 	}
+	lost := lossTextNote(l, note)
 	seen := ""
 	if s.Deferred {
 		seen = fmt.Sprintf(" of %d calls seen in the kernel (--min-duration/--errors chose)", l.ExitHits)
@@ -714,7 +709,11 @@ func (s *Summary) Line() string {
 // then "; incomplete: " and the string reads and stacks that failed (the
 // events carrying them were delivered). Calls in flight (exits without
 // entry, entries without exit) are not losses: Summary.Line names them.
-func lossText(l attach.Losses) string {
+func lossText(l attach.Losses) string { return lossTextNote(l, "") }
+
+// lossTextNote is lossText with note right after the lost part, before
+// what is incomplete.
+func lossTextNote(l attach.Losses, note string) string {
 	var lost, partial []string
 	add := func(to *[]string, n uint64, what string) {
 		if n > 0 {
@@ -734,6 +733,7 @@ func lossText(l attach.Losses) string {
 	if len(lost) > 0 {
 		out = "LOST: " + strings.Join(lost, ", ")
 	}
+	out += note
 	if len(partial) > 0 {
 		out += "; incomplete: " + strings.Join(partial, ", ")
 	}
