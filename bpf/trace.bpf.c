@@ -1,21 +1,31 @@
 //go:build ignore
 
-/* ftprobe's trace programs: one entry and one exit record per traced call,
- * written to a ringbuf, with the call's duration computed here from a
- * per-thread stack of entry frames (correct under nesting, recursion,
- * sleeping and CPU migration, unlike a per-CPU slot).
+/* ftprobe's trace programs: the per-call data path.
  *
- * Attach paths:
- *   fentry / fexit            one program instance per function (BTF id),
- *                             function id in the attach cookie (>= 5.19)
- *   kprobe.multi / kretprobe.multi
- *                             one link for all functions, function id in
- *                             the per-address cookie (>= 5.18)
- *   fsession                  one program per function run at entry and at
- *                             exit (bpf_session_is_return), 7.0
- *   fentry.multi / fexit.multi / fsession.multi
- *                             one trampoline link for many functions (BTF
- *                             ids), function id in the per-id cookie, 7.x
+ * For each traced call an entry and an exit program run. They keep a
+ * per-thread stack of entry frames (task-local storage: no map insert or
+ * delete per call), compute the call's duration there (correct under
+ * nesting, recursion, sleeping and CPU migration, unlike a per-CPU slot),
+ * and then, depending on what user space asked for (frozen .rodata):
+ *   - stream compact records through one ringbuf (want_events): a 32-byte
+ *     header, the arguments only on entries (and on deferred exits), the
+ *     duration and return value on exits, and the thread's comm only when
+ *     user space has not seen it (first record of a thread, after an exec
+ *     or a rename);
+ *   - aggregate per function in BPF maps (want_agg): calls, errors by
+ *     errno, sum, max and a log-linear duration histogram.
+ * Wakeups are batched: records are committed without waking the reader,
+ * which polls with a bounded delay, unless a quarter of the ring is
+ * unread (asked every 64th record of a CPU).
+ *
+ * Attach paths (function id and return-type flags in the attach cookie):
+ *   fentry / fexit            one program instance per function (>= 5.19)
+ *   kprobe.multi / kretprobe.multi, or one kprobe.session link (6.10)
+ *   fsession                  one program per function, entry and exit (7.0)
+ *   fentry.multi / fexit.multi / fsession.multi   one link (7.x)
+ *   kprobe / kretprobe        one perf-event link per function (>= 5.15)
+ * In the session modes a call rejected at entry (filters, not armed) does
+ * not run its exit program at all: the entry returns 1.
  * The trampoline programs of the 7.x attach types are loaded by
  * internal/attach (tracingmulti.go), which sets the attach type and target
  * that cilium/ebpf v0.22 cannot; their sections here only name the family.
@@ -27,6 +37,7 @@ char __license[] SEC("license") = "GPL";
 enum ftp_kind {
 	FTP_ENTRY = 1,
 	FTP_EXIT = 2,
+	FTP_COMM = 3, /* a thread's tgid and comm, sent before its next event */
 };
 
 enum ftp_mode {
@@ -36,45 +47,59 @@ enum ftp_mode {
 	FTP_MODE_FSESSION = 4,       /* fsession: one program, entry and exit */
 	FTP_MODE_FENTRY_MULTI = 5,   /* fentry.multi + fexit.multi links */
 	FTP_MODE_FSESSION_MULTI = 6, /* fsession.multi link */
+	FTP_MODE_KPROBE_SESSION = 7, /* one kprobe.session link */
 };
 
 enum ftp_flags {
 	FTP_F_NO_ENTRY = 1,  /* exit without a recorded entry: duration unknown */
-	FTP_F_HAS_ARGS = 2,  /* args[] hold the entry arguments */
+	FTP_F_HAS_ARGS = 2,  /* the record carries nargs arguments */
 	FTP_F_DEFERRED = 4,  /* entry was not emitted (duration/errors filter) */
 	FTP_F_STRINGS = 8,   /* the tail's str_* fields are valid (--strings) */
 	FTP_F_STACK = 16,    /* the tail's stack_len/kstack are valid (--stack) */
+	FTP_F_FULL = 32,     /* a struct rec_full (comm and tail included) */
+	FTP_F_VALS = 64,     /* a struct rec_x: --arg values after the arguments */
 };
 
-/* Indexes of the per-CPU loss and hit counters in `stats`. */
+/* Indexes of the loss and hit counters (global `ftp_stats`, one row per
+ * CPU). */
 enum ftp_stat {
-	FTP_STAT_RINGBUF_DROP = 0,  /* bpf_ringbuf_reserve failed */
+	FTP_STAT_RINGBUF_DROP = 0,  /* the ringbuf was full */
 	FTP_STAT_NO_ENTRY = 1,      /* exit with no matching entry frame */
 	FTP_STAT_DEPTH_OVERFLOW = 2,/* entry deeper than FTP_MAX_DEPTH */
 	FTP_STAT_UNWOUND = 3,       /* frames popped without their own exit */
-	FTP_STAT_STACK_FULL = 4,    /* no per-thread stack could be created */
+	FTP_STAT_STACK_FULL = 4,    /* no frame storage for the thread */
 	FTP_STAT_ENTRY_HITS = 5,    /* entries that passed the filters */
 	FTP_STAT_EXIT_HITS = 6,     /* exits that passed the filters, or whose entry did */
 	FTP_STAT_STR_FAULT = 7,     /* --strings: a string read failed (<fault>) */
 	FTP_STAT_STACK_FAIL = 8,    /* --stack: bpf_get_stack failed */
 	FTP_STAT_TREE_FULL = 9,     /* a forked process not followed: tgids full */
-	FTP_STAT_MAX = 10,
+	FTP_STAT_AGG_FULL = 10,     /* an errno not counted: the errs map was full */
+	FTP_STAT_ENTRY_ONLY = 11,   /* entries of entry-only functions (no frame pushed) */
+	FTP_STAT_X_REJECT = 12,     /* calls a --filter rejected (at entry or at exit) */
+	FTP_STAT_X_FAULT = 13,      /* --arg/--filter reads that faulted (<fault>, or the comparison false) */
+	FTP_STAT_MAX = 14,
+	/* Frames still open = (ENTRY_HITS - STACK_FULL - ENTRY_ONLY) pushed
+	 * - (EXIT_HITS - NO_ENTRY + UNWOUND) closed: one counter per event. */
 };
 
-/* Per-function flags in `funcs`, filled from BTF in user space. Bits 8-15
- * hold the return type's size in bytes (0 = unknown: keep 64 bits). The ABI
- * leaves the upper bits of a narrower return register unspecified, so they
- * are masked or sign-extended here. */
+/* Per-function flags in bits 32-63 of the attach cookie (bits 0-31 hold
+ * the function id), filled from BTF in user space. Bits 8-15 hold the
+ * return type's size in bytes (0 = unknown: keep 64 bits). The ABI leaves
+ * the upper bits of a narrower return register unspecified, so they are
+ * masked or sign-extended here. */
 enum ftp_func_flags {
 	FTP_FN_RET_SIGNED = 1, /* signed integer return */
 	FTP_FN_RET_PTR = 2,    /* pointer return (ERR_PTR aware) */
 	FTP_FN_RET_VOID = 4,
+	FTP_FN_ENTRY_ONLY = 8, /* no exit probe (noreturn): the entry pushes no frame */
 };
 
 /* --strings: bits 16-18 and 19-21 of a function's flags hold 1 + the
  * argument index of its first and second `char *` parameter (0 = none),
- * chosen from BTF in user space. */
+ * chosen from BTF in user space. Bits 24-27 hold the number of arguments
+ * the function has (at most FTP_MAX_ARGS are recorded). */
 #define FTP_FN_STR_SHIFT 16
+#define FTP_FN_NARGS_SHIFT 24
 #define FTP_MAX_STRS 2      /* strings read per event */
 #define FTP_STR_LEN 128     /* bytes per string, NUL included */
 #define FTP_STACK_DEPTH 32  /* kernel stack frames per event */
@@ -85,25 +110,49 @@ enum ftp_str_flags {
 	FTP_S_USER = 2,      /* read as a user pointer */
 };
 
-struct event {
-	__u64 ts_ns;        /* bpf_ktime_get_ns() at this event */
-	__u64 duration_ns;  /* exit only: time since the matching entry */
-	__u64 args[FTP_MAX_ARGS];
-	__s64 ret;          /* exit only: return value, sign-extended for int */
+/* Every ringbuf record starts with this header (32 bytes). What follows
+ * depends on kind and flags:
+ *   FTP_ENTRY               args[nargs]
+ *   FTP_EXIT                duration_ns, ret, then args[nargs] if HAS_ARGS
+ *   FTP_COMM                struct rec_comm
+ *   flags & FTP_F_FULL      struct rec_full (--strings, --stack) */
+struct rec_hdr {
+	__u64 ts_ns;     /* bpf_ktime_get_ns() at this event */
 	__u32 tgid;
 	__u32 tid;
-	__u32 func_id;      /* index into user space's function table */
-	__u32 cpu;
-	__u16 depth;        /* call depth of this thread, 0 = outermost */
-	__u8 kind;          /* enum ftp_kind */
-	__u8 mode;          /* enum ftp_mode */
-	__u8 flags;         /* enum ftp_flags */
-	__u8 nargs;
+	__u32 func_id;   /* index into user space's function table */
+	__u16 depth;     /* call depth of this thread, 0 = outermost */
+	__u16 cpu;
+	__u8 kind;       /* enum ftp_kind */
+	__u8 mode;       /* enum ftp_mode */
+	__u8 flags;      /* enum ftp_flags */
+	__u8 nargs;      /* arguments carried (compact records) or valid (full) */
+	__u32 _pad;
+};
+
+struct rec_entry {
+	struct rec_hdr h;
+	__u64 args[FTP_MAX_ARGS];
+};
+
+struct rec_exit {
+	struct rec_hdr h;
+	__u64 duration_ns; /* time since the matching entry */
+	__s64 ret;         /* return value, sign-extended for int */
+	__u64 args[FTP_MAX_ARGS];
+};
+
+struct rec_comm {
+	struct rec_hdr h;
 	char comm[FTP_COMM_LEN];
-	__u8 _pad[2];
-	/* Tail, in the record only with --strings or --stack (FTP_F_STRINGS,
-	 * FTP_F_STACK); without them the record ends at str_len
-	 * (FTP_EVENT_HDR bytes). */
+};
+
+struct rec_full {
+	struct rec_hdr h;
+	__u64 duration_ns;
+	__s64 ret;
+	__u64 args[FTP_MAX_ARGS];
+	char comm[FTP_COMM_LEN];
 	__s16 str_len[FTP_MAX_STRS]; /* bytes read incl. NUL, -errno on a fault, 0 = none/NULL */
 	__u8 str_arg[FTP_MAX_STRS];  /* argument index of each string */
 	__u8 str_flags[FTP_MAX_STRS];/* enum ftp_str_flags */
@@ -113,31 +162,206 @@ struct event {
 	__u64 kstack[FTP_STACK_DEPTH]; /* return addresses, innermost first */
 };
 
-#define FTP_EVENT_HDR __builtin_offsetof(struct event, str_len)
+/* --arg / --filter (internal/expr): a bounded fetch-and-compare program
+ * per function, in the xprogs array by function id, interpreted here.
+ * A fetch starts from an argument register (0-5) or the return value (6),
+ * reads nload times (8 bytes at value + off[i], the last read `size`
+ * bytes), adds tail and applies mask. Every read is a probe read, kernel
+ * or user chosen by the address's sign; a fault ends the fetch. */
+#define FTP_X_LOADS 4  /* memory reads per fetch */
+#define FTP_X_TERMS 8  /* comparisons per function */
+#define FTP_X_OPS 16   /* boolean program length, entry and exit each */
+#define FTP_X_VALS 4   /* --arg values per function */
+#define FTP_X_STR 64   /* string bytes, NUL included */
+#define FTP_X_RET 6    /* xfetch.src of the return value */
+
+enum ftp_xop {
+	FTP_X_NZ = 1, FTP_X_EQ = 2, FTP_X_NE = 3, FTP_X_LT = 4, FTP_X_LE = 5, FTP_X_GT = 6, FTP_X_GE = 7,
+	FTP_X_SEQ = 8,  /* string equals s (slen bytes) */
+	FTP_X_SPFX = 9, /* string starts with s (slen bytes) */
+	FTP_X_SIGNED = 0x80, /* or'ed into LT..GE */
+};
+
+/* Boolean program ops: push term (low bits), and/or the two top
+ * results, negate the top one; 0 ends the program. */
+enum ftp_xbool {
+	FTP_XB_PUSH = 0x10, FTP_XB_AND = 0x20, FTP_XB_OR = 0x30, FTP_XB_NOT = 0x40,
+};
+
+enum ftp_xflags {
+	FTP_XF_SIGNED = 1, /* sign-extend the value from size bytes */
+	FTP_XF_STR = 2,    /* the value is a string's address */
+	FTP_XF_MASK = 4,   /* value &= mask */
+};
+
+struct xfetch {
+	__u8 src;
+	__u8 nload;
+	__u8 size;  /* bytes of the value: 1, 2, 4 or 8 */
+	__u8 flags; /* enum ftp_xflags */
+	__s32 tail;
+	__s32 off[FTP_X_LOADS];
+	__u64 mask;
+};
+
+struct xterm {
+	struct xfetch f;
+	__u8 op;   /* enum ftp_xop */
+	__u8 slen; /* bytes of s (strings) */
+	__u8 _pad[6];
+	__u64 k;   /* integer operand */
+	char s[FTP_X_STR];
+};
+
+struct xprog {
+	__u8 nterms;
+	__u8 nvals;
+	__u8 exit_args; /* exit_ops read arguments: undecidable without an entry */
+	__u8 entry_terms; /* bit t: entry_ops use term t */
+	__u8 exit_terms;  /* bit t: exit_ops use term t */
+	__u8 _pad[3];
+	__u8 entry_ops[FTP_X_OPS]; /* decided at entry */
+	__u8 exit_ops[FTP_X_OPS];  /* decided at exit (ret) */
+	struct xterm t[FTP_X_TERMS];
+	struct xfetch v[FTP_X_VALS];
+};
+
+/* enum ftp_xval_flags per --arg value. */
+enum ftp_xval_flags {
+	FTP_XV_TRUNCATED = 1, /* string longer than FTP_X_STR - 1 */
+	FTP_XV_STR = 4,       /* a string value (v = its address) */
+};
+
+/* --arg values of one event. len: 0 = the value is v (or a NULL string),
+ * > 0 = string bytes in s incl. NUL, < 0 = -errno of a faulted read. */
+struct xvals {
+	__u64 v[FTP_X_VALS];
+	__s16 len[FTP_X_VALS];
+	__u8 flags[FTP_X_VALS];
+	__u32 _pad;
+	char s[FTP_X_VALS][FTP_X_STR];
+};
+
+/* A record with --arg values (FTP_F_VALS): an entry, or a deferred exit. */
+struct rec_x {
+	struct rec_hdr h;
+	__u64 duration_ns;
+	__s64 ret;
+	__u64 args[FTP_MAX_ARGS];
+	struct xvals x;
+};
+
+struct xctx {
+	__u64 args[FTP_MAX_ARGS];
+	__s64 ret;
+};
+
+/* The decoded event as user space keeps it (internal/events): every
+ * record kind decodes into one of these; never written here. */
+struct event {
+	__u64 ts_ns;
+	__u64 duration_ns;
+	__u64 args[FTP_MAX_ARGS];
+	__s64 ret;
+	__u32 tgid;
+	__u32 tid;
+	__u32 func_id;
+	__u32 cpu;
+	__u16 depth;
+	__u8 kind;
+	__u8 mode;
+	__u8 flags;
+	__u8 nargs;
+	char comm[FTP_COMM_LEN];
+	__u8 _pad[2];
+	__s16 str_len[FTP_MAX_STRS];
+	__u8 str_arg[FTP_MAX_STRS];
+	__u8 str_flags[FTP_MAX_STRS];
+	__s32 stack_len;
+	__u32 _pad2;
+	char str[FTP_MAX_STRS][FTP_STR_LEN];
+	__u64 kstack[FTP_STACK_DEPTH];
+	struct xvals x; /* FTP_F_VALS */
+};
 
 struct frame {
 	__u64 ts_ns;
-	__u64 args[FTP_MAX_ARGS];
 	__u32 func_id;
 	__u8 nargs;
-	__u8 _pad[3];
+	__u8 rejected; /* --filter rejected the call at entry: its exit is dropped */
+	__u8 _pad[2];
+	__u64 args[FTP_MAX_ARGS]; /* written only when the exit carries them (deferred) */
 };
 
 struct tstack {
 	__u32 depth;     /* frames in use */
 	__u32 overflow;  /* entries beyond FTP_MAX_DEPTH not recorded */
+	__u32 comm_sent; /* user space has this thread's current comm */
+	__u32 _pad;
 	struct frame f[FTP_MAX_DEPTH];
 };
+
+/* In-kernel aggregation (want_agg): durations in a log-linear histogram.
+ * Below 16 ns one bucket per ns; above, 8 buckets per power of two
+ * (bucket = 16 + (msb - 4) * 8 + the 3 bits below the msb), up to 2^41 ns;
+ * the last bucket holds longer calls. A bucket [lo, lo + w) has w <= lo/8,
+ * so its midpoint is within 1/16 (6.25%) of any value in it. */
+#define FTP_HIST_MAXLOG 40
+#define FTP_HIST_BUCKETS (16 + (FTP_HIST_MAXLOG - 4 + 1) * 8 + 1)
+
+/* calls = untimed + the histogram's total (timed calls): two atomic adds
+ * per timed call (sum, bucket). */
+struct agg {
+	__u64 untimed; /* exits counted without a recorded entry (no duration) */
+	__u64 errors;  /* calls that returned an error */
+	__u64 sum_ns;  /* sum of the durations */
+	__u64 max_ns;
+	__u64 hist[FTP_HIST_BUCKETS];
+};
+
+struct errkey {
+	__u32 func_id;
+	__s32 err; /* negative errno */
+};
+
+
+/* Keeps the record types in BTF for bpf2go -type. */
+const struct event *unused_event __attribute__((unused));
+const struct rec_entry *unused_rec_entry __attribute__((unused));
+const struct rec_exit *unused_rec_exit __attribute__((unused));
+const struct rec_comm *unused_rec_comm __attribute__((unused));
+const struct rec_full *unused_rec_full __attribute__((unused));
+const struct agg *unused_agg __attribute__((unused));
+const struct errkey *unused_errkey __attribute__((unused));
+const struct xprog *unused_xprog __attribute__((unused));
+const struct rec_x *unused_rec_x __attribute__((unused));
+const enum ftp_xop *unused_xop __attribute__((unused));
+const enum ftp_xbool *unused_xbool __attribute__((unused));
+const enum ftp_xflags *unused_xflags __attribute__((unused));
+const enum ftp_xval_flags *unused_xval_flags __attribute__((unused));
+const enum ftp_stat *unused_stat __attribute__((unused));
+const enum ftp_kind *unused_kind __attribute__((unused));
+const enum ftp_mode *unused_mode __attribute__((unused));
+const enum ftp_flags *unused_flags __attribute__((unused));
+const enum ftp_func_flags *unused_func_flags __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);
 } events SEC(".maps");
 
-/* Per-thread stacks. A plain (preallocated) hash, not an LRU: an LRU may
- * evict a live thread's frames. The entry is deleted when the thread's
- * outermost traced call returns, so only threads inside traced calls hold
- * one; when it is full, new threads are counted in FTP_STAT_STACK_FULL. */
+/* Per-thread frame stacks in task-local storage (5.11; freed with the
+ * task, no per-call insert/delete). */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tstack);
+} tframes SEC(".maps");
+
+/* Fallback (frames_in_hash) where a program type cannot use task storage:
+ * a plain preallocated hash keyed by tid, the entry deleted when the
+ * thread's outermost traced call returns. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
@@ -153,18 +377,18 @@ struct {
 } zero_stack SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, FTP_STAT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} stats SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* set to the number of functions with want_agg */
+	__type(key, __u32);     /* func id */
+	__type(value, struct agg);
+} aggs SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 65536);
-	__type(key, __u32);  /* func id */
-	__type(value, __u32);/* enum ftp_func_flags */
-} funcs SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct errkey);
+	__type(value, __u64);
+} errs SEC(".maps");
 
 /* Process tree filter: tgids to trace when filter_tree is set, with their
  * state: traced, or waiting for their exec (trace -- COMMAND adds its
@@ -182,26 +406,39 @@ struct {
 	__type(value, __u8); /* enum ftp_tree_state */
 } tgids SEC(".maps");
 
-/* Armed by user space once every link is attached, disarmed before the
- * first is detached: while links come and go one by one (an fentry link
- * attaches before its fexit link; fentry mode attaches functions one at a
- * time), entries whose exits cannot be seen would pile up on the frame
- * stacks. Calls that straddle arming are counted as in flight. */
+/* --arg/--filter programs by function id (max_entries set to the number
+ * of functions when any expression is given). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
-} armed SEC(".maps");
+	__type(value, struct xprog);
+} xprogs SEC(".maps");
 
-static __always_inline int is_armed(void)
-{
-	__u32 zero = 0;
-	__u32 *a = bpf_map_lookup_elem(&armed, &zero);
-	return a && *a;
-}
+/* A record with values is built here, then copied to the ringbuf. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rec_x);
+} xscratch SEC(".maps");
 
-/* Filters, set by user space before load (frozen .rodata). */
+/* Armed by user space (a global, written through the mmaped .bss) once
+ * every link is attached, disarmed before the first is detached: while
+ * links come and go one by one (an fentry link attaches before its fexit
+ * link; fentry mode attaches functions one at a time), entries whose exits
+ * cannot be seen would pile up on the frame stacks. Calls that straddle
+ * arming are counted as in flight. */
+volatile __u32 armed = 0;
+
+/* Counters, one 128-byte row per CPU (no false sharing), added to
+ * atomically (a program nested on the same CPU cannot lose a count). CPUs
+ * beyond FTP_NCPU share rows, still exactly. */
+#define FTP_NCPU 512
+#define FTP_STAT_STRIDE 16
+volatile __u64 ftp_stats[FTP_NCPU][FTP_STAT_STRIDE] = {};
+
+/* Set by user space before load (frozen .rodata). */
 volatile const __u32 filter_tgid = 0;
 volatile const __u32 filter_tid = 0;
 volatile const __u8 filter_tree = 0;
@@ -209,11 +446,16 @@ volatile const __u8 filter_comm_len = 0;
 volatile const char filter_comm[FTP_COMM_LEN] = {};
 volatile const __u64 min_duration_ns = 0;
 volatile const __u8 errors_only = 0;
-volatile const __u8 want_strings = 0; /* --strings */
-volatile const __u8 want_stack = 0;   /* --stack */
-
-/* Keeps struct event in BTF for bpf2go -type. */
-const struct event *unused_event __attribute__((unused));
+volatile const __u8 want_strings = 0;  /* --strings */
+volatile const __u8 want_stack = 0;    /* --stack */
+volatile const __u8 want_events = 1;   /* stream records */
+volatile const __u8 want_agg = 0;      /* aggregate per function in aggs/errs */
+volatile const __u8 frames_in_hash = 0;/* no task storage for this program type */
+volatile const __u32 wakeup_bytes = 1 << 20; /* force a wakeup above this much unread data */
+volatile const __u8 x_entry = 0; /* some function has a --filter part decided at entry */
+volatile const __u8 x_exit = 0;  /* some function has a --filter part on ret (decided at exit) */
+volatile const __u8 x_vals = 0;  /* some function has --arg values */
+#define FTP_X_ANY (x_entry || x_exit || x_vals)
 
 /* Index into a thread's frames, masked in a way clang cannot optimize
  * away: when it knows the value is in range it drops a C mask, and older
@@ -224,17 +466,17 @@ const struct event *unused_event __attribute__((unused));
 	__v;                                                             \
 })
 
-static __always_inline void count(__u32 idx)
+static __always_inline void count_n(__u32 idx, __u64 n)
 {
-	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
-	if (v)
-		*v += 1;
+	__u32 cpu = bpf_get_smp_processor_id() & (FTP_NCPU - 1);
+	if (idx < FTP_STAT_STRIDE)
+		__sync_fetch_and_add(&ftp_stats[cpu][idx], n);
 }
 
+static __always_inline void count(__u32 idx) { count_n(idx, 1); }
+
 /* The pid and tid filters: fixed for a call's lifetime, except across a
- * non-leader thread's exec, which takes the leader's tid in de_thread: the
- * frames it pushed under its old tid stay open, and user space counts them
- * as open at the end (Losses.OpenAtExit). */
+ * non-leader thread's exec, which takes the leader's tid in de_thread. */
 static __always_inline int pass_ids(__u64 pid_tgid)
 {
 	__u32 tgid = pid_tgid >> 32;
@@ -271,47 +513,309 @@ static __always_inline int pass_mutable(__u64 pid_tgid)
 	return 1;
 }
 
-static __always_inline int pass_filters(__u64 pid_tgid)
+/* xread reads size (1..8) bytes at addr: a user address (the lower half)
+ * with the user helper, else the kernel one. */
+static __always_inline long xread(void *dst, __u32 size, __u64 addr)
 {
-	return pass_ids(pid_tgid) && pass_mutable(pid_tgid);
+	if ((__s64)addr >= 0)
+		return bpf_probe_read_user(dst, size, (void *)addr);
+	return bpf_probe_read_kernel(dst, size, (void *)addr);
 }
 
-static __always_inline struct tstack *get_stack(__u32 tid)
+static __always_inline long xread_str(char *dst, __u32 size, __u64 addr)
 {
+	if ((__s64)addr >= 0)
+		return bpf_probe_read_user_str(dst, size, (void *)addr);
+	return bpf_probe_read_kernel_str(dst, size, (void *)addr);
+}
+
+/* The interpreter is inlined, not BPF-to-BPF calls: the trampoline
+ * loader (internal/attach, tracingmulti.go) loads no subprograms.
+ *
+ * xfetch runs one fetch. Returns 0, or the -errno of a faulted read. */
+static __always_inline int xfetch(const struct xfetch *f, const struct xctx *c, __u64 *out)
+{
+	__u64 v = 0;
+	__u32 src = f->src;
+	if (src == FTP_X_RET)
+		v = c->ret;
+	else if (src < FTP_MAX_ARGS)
+		v = c->args[src];
+	__u32 n = f->nload & 7;
+	__u32 size = ((f->size - 1) & 7) + 1;
+	/* Pointers (8 bytes) up to the last read, which reads size bytes;
+	 * then the value is cut to size and sign-extended without branches
+	 * (fewer verifier states per comparison). */
+	for (int i = 0; i < FTP_X_LOADS - 1; i++) {
+		if ((__u32)i + 1 >= n)
+			break;
+		__u64 tmp = 0;
+		long err = xread(&tmp, 8, v + (__s64)f->off[i & (FTP_X_LOADS - 1)]);
+		if (err)
+			return err;
+		v = tmp;
+	}
+	if (n > 0) {
+		__u64 tmp = 0;
+		long err = xread(&tmp, size, v + (__s64)f->off[(n - 1) & (FTP_X_LOADS - 1)]);
+		if (err)
+			return err;
+		v = tmp;
+	}
+	__u64 sh = 64 - size * 8;
+	__u64 lo = (v << sh) >> sh;
+	__u64 se = (__u64)(((__s64)(v << sh)) >> sh);
+	__u64 sm = -(__u64)(f->flags & FTP_XF_SIGNED);
+	v = (se & sm) | (lo & ~sm);
+	v += (__s64)f->tail;
+	if (f->flags & FTP_XF_MASK)
+		v &= f->mask;
+	*out = v;
+	return 0;
+}
+
+/* xterm decides one comparison: 1 true, 0 false, -errno on a fault.
+ * Strings compare 8 bytes at a time, the last word masked to slen. */
+static __always_inline int xterm(const struct xterm *t, const struct xctx *c)
+{
+	__u64 v = 0;
+	int err = xfetch(&t->f, c, &v);
+	if (err)
+		return err;
+	__u8 op = t->op;
+	if (op == FTP_X_SEQ || op == FTP_X_SPFX) {
+		__u64 buf[FTP_X_STR / 8] = {};
+		__u32 slen = t->slen & (FTP_X_STR - 1);
+		/* Equality reads one byte more than the string and its NUL: a
+		 * longer string then gives more bytes than slen + 1. */
+		__u32 n = slen + (op == FTP_X_SEQ ? 2 : 1);
+		if (n > FTP_X_STR)
+			n = FTP_X_STR;
+		if (!v)
+			return -14; /* NULL: EFAULT */
+		long r = xread_str((char *)buf, n, v);
+		if (r < 0)
+			return r;
+		if ((__u64)r != slen + 1)
+			return 0;
+		const __u64 *want = (const __u64 *)t->s;
+#pragma clang loop unroll(full)
+		for (int i = 0; i < FTP_X_STR / 8; i++) {
+			__u32 at = i * 8;
+			if (at >= slen)
+				break;
+			__u32 rem = slen - at;
+			__u64 mask = rem >= 8 ? ~0ULL : (1ULL << (rem * 8)) - 1;
+			if ((buf[i] ^ want[i]) & mask)
+				return 0;
+		}
+		return 1;
+	}
+	__u64 k = t->k;
+	__s64 sv = (__s64)v, sk = (__s64)k;
+	switch (op) {
+	case FTP_X_NZ: return v != 0;
+	case FTP_X_EQ: return v == k;
+	case FTP_X_NE: return v != k;
+	case FTP_X_LT: return v < k;
+	case FTP_X_LE: return v <= k;
+	case FTP_X_GT: return v > k;
+	case FTP_X_GE: return v >= k;
+	case FTP_X_LT | FTP_X_SIGNED: return sv < sk;
+	case FTP_X_LE | FTP_X_SIGNED: return sv <= sk;
+	case FTP_X_GT | FTP_X_SIGNED: return sv > sk;
+	case FTP_X_GE | FTP_X_SIGNED: return sv >= sk;
+	}
+	return 0;
+}
+
+/* xvals reads a function's --arg values into out, counting the faulted
+ * reads (counted where they happen: a running total would make each
+ * combination of faults a distinct verifier state). */
+static __always_inline void xvals(const struct xprog *p, const struct xctx *c, struct xvals *out)
+{
+	__u32 nv = p->nvals;
+	for (int i = 0; i < FTP_X_VALS; i++) {
+		out->v[i] = 0;
+		out->len[i] = 0;
+		out->flags[i] = 0;
+		if ((__u32)i >= nv)
+			continue;
+		__u64 v = 0;
+		int err = xfetch(&p->v[i], c, &v);
+		if (err) {
+			out->len[i] = err;
+			count(FTP_STAT_X_FAULT);
+			continue;
+		}
+		out->v[i] = v;
+		if (!(p->v[i].flags & FTP_XF_STR))
+			continue;
+		out->flags[i] = FTP_XV_STR;
+		if (!v)
+			continue; /* NULL */
+		long n = xread_str(out->s[i], FTP_X_STR, v);
+		if (n < 0) {
+			count(FTP_STAT_X_FAULT);
+		} else if (n == FTP_X_STR) {
+			char last = 0;
+			xread(&last, 1, v + FTP_X_STR - 1);
+			if (last)
+				out->flags[i] |= FTP_XV_TRUNCATED;
+		}
+		out->len[i] = n;
+	}
+}
+
+/* opaque returns v through a helper, so the verifier knows nothing of it.
+ * Each comparison's result is a constant 0 or 1 to the verifier: once the
+ * program branches on their combination, backtracking would mark them
+ * all precise and every combination would be a distinct state (2^terms
+ * paths, "program too large"); through opaque only the final value is
+ * branched on and the loop's states prune. */
+static __always_inline __u64 opaque(__u64 v)
+{
+	__u64 out = 0;
+	bpf_probe_read_kernel(&out, sizeof(out), &v);
+	return out;
+}
+
+/* xrun runs a function's entry or exit boolean program over its terms: 1
+ * when the call passes (an empty program passes). A faulted comparison
+ * is false (and counted). */
+static __always_inline int xrun(const struct xprog *p, const struct xctx *c, int at_exit)
+{
+	const __u8 *ops = at_exit ? p->exit_ops : p->entry_ops;
+	if (!ops[0])
+		return 1;
+	/* Each comparison the program uses, once, into a bit mask; then the
+	 * boolean program over the mask (scalar work only). */
+	__u32 use = at_exit ? p->exit_terms : p->entry_terms;
+	__u64 res = 0;
+	for (int t = 0; t < FTP_X_TERMS; t++) {
+		if (!((use >> t) & 1))
+			continue;
+		int r = xterm(&p->t[t], c);
+		if (r < 0) {
+			count(FTP_STAT_X_FAULT);
+			r = 0;
+		}
+		res |= (__u64)(r & 1) << t;
+	}
+	res = opaque(res);
+	__u64 st = 0;
+	for (int i = 0; i < FTP_X_OPS; i++) {
+		__u8 op = ops[i];
+		if (!op)
+			break;
+		__u64 a;
+		switch (op & 0xf0) {
+		case FTP_XB_PUSH:
+			st = (st << 1) | ((res >> (op & (FTP_X_TERMS - 1))) & 1);
+			break;
+		case FTP_XB_AND:
+			a = st & 1;
+			st >>= 1;
+			st = (st & ~1ULL) | (a & st & 1);
+			break;
+		case FTP_XB_OR:
+			a = st & 1;
+			st >>= 1;
+			st = (st & ~1ULL) | ((a | st) & 1);
+			break;
+		case FTP_XB_NOT:
+			st ^= 1;
+			break;
+		}
+	}
+	return st & 1;
+}
+
+static __always_inline struct xprog *xprog_of(__u32 func_id)
+{
+	if (!FTP_X_ANY)
+		return 0;
+	return bpf_map_lookup_elem(&xprogs, &func_id);
+}
+
+/* frames returns the current thread's frame stack, created (zeroed) when
+ * create is set. Task storage unless frames_in_hash (frozen: the verifier
+ * sees one branch). */
+static __always_inline struct tstack *frames(__u32 tid, int create)
+{
+	if (!frames_in_hash) {
+		struct task_struct *t = bpf_get_current_task_btf();
+		return bpf_task_storage_get(&tframes, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	}
 	struct tstack *st = bpf_map_lookup_elem(&stacks, &tid);
-	if (st)
+	if (st || !create)
 		return st;
 	__u32 zero = 0;
 	struct tstack *z = bpf_map_lookup_elem(&zero_stack, &zero);
 	if (!z)
 		return 0;
-	if (bpf_map_update_elem(&stacks, &tid, z, BPF_NOEXIST) == 0)
-		return bpf_map_lookup_elem(&stacks, &tid);
+	bpf_map_update_elem(&stacks, &tid, z, BPF_NOEXIST);
 	/* -EEXIST: a nested program on this thread created it meanwhile. */
 	return bpf_map_lookup_elem(&stacks, &tid);
 }
 
-static __always_inline void fill_common(struct event *e, __u64 pid_tgid, __u32 func_id,
-					__u8 kind, __u8 mode, __u16 depth)
+static __always_inline void fill_hdr(struct rec_hdr *h, __u64 pid_tgid, __u64 now, __u32 func_id,
+				     __u8 kind, __u8 mode, __u16 depth)
 {
-	e->tgid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->func_id = func_id;
-	e->cpu = bpf_get_smp_processor_id();
-	e->kind = kind;
-	e->mode = mode;
-	e->depth = depth;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	h->ts_ns = now;
+	h->tgid = pid_tgid >> 32;
+	h->tid = (__u32)pid_tgid;
+	h->func_id = func_id;
+	h->depth = depth;
+	h->cpu = bpf_get_smp_processor_id();
+	h->kind = kind;
+	h->mode = mode;
+	h->flags = 0;
+	h->nargs = 0;
+	h->_pad = 0;
 }
 
-/* reserve_event reserves a record with the tail when --strings or --stack
- * is on, the header only otherwise (want_* are frozen .rodata: the
- * verifier sees one branch). */
-static __always_inline struct event *reserve_event(void)
+/* output writes a compact record, waking the reader only when much is
+ * unread (it polls with a bounded delay otherwise). */
+/* wakeup_flags: no wakeup, unless much is unread; the unread amount is
+ * asked every 64th record of a CPU (a helper call saved on the others;
+ * the slot is per CPU, a lost increment only shifts the next check). */
+#define FTP_STAT_RECS (FTP_STAT_STRIDE - 1)
+static __always_inline __u64 wakeup_flags(void)
 {
-	if (want_strings || want_stack)
-		return bpf_ringbuf_reserve(&events, sizeof(struct event), 0);
-	return bpf_ringbuf_reserve(&events, FTP_EVENT_HDR, 0);
+	__u32 cpu = bpf_get_smp_processor_id() & (FTP_NCPU - 1);
+	__u64 n = ftp_stats[cpu][FTP_STAT_RECS]++;
+	if ((n & 63) == 0 && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline int output(void *rec, __u64 size)
+{
+	__u64 fl = wakeup_flags();
+	if (bpf_ringbuf_output(&events, rec, size, fl)) {
+		count(FTP_STAT_RINGBUF_DROP);
+		return -1;
+	}
+	return 0;
+}
+
+static __always_inline void submit(void *rec)
+{
+	bpf_ringbuf_submit(rec, wakeup_flags());
+}
+
+/* send_comm sends the thread's tgid and comm before its next record when
+ * user space does not have them (st->comm_sent; always without st). */
+static __always_inline void send_comm(struct tstack *st, __u64 pid_tgid, __u64 now)
+{
+	if (st && st->comm_sent)
+		return;
+	struct rec_comm c;
+	fill_hdr(&c.h, pid_tgid, now, 0, FTP_COMM, 0, 0);
+	bpf_get_current_comm(c.comm, sizeof(c.comm));
+	if (output(&c, sizeof(c)) == 0 && st)
+		st->comm_sent = 1;
 }
 
 static __always_inline __u64 pick_arg(__u64 *args, __u32 i)
@@ -327,19 +831,6 @@ static __always_inline __u64 pick_arg(__u64 *args, __u32 i)
 	return 0;
 }
 
-/* read_str reads the NUL-terminated string at ptr into dst.
- *
- * User or kernel pointer: BTF has lost __user (do_sys_openat2's filename is
- * a user pointer, getname's result a kernel one), so the address decides.
- * Both supported architectures split the address space by the top bit
- * (x86-64: canonical lower half = user, upper half = kernel; arm64: TTBR0
- * = user below 2^48/2^52, TTBR1 = kernel with the top bits set) and both
- * have CONFIG_ARCH_HAS_NON_OVERLAPPING_ADDRESS_SPACE, so a negative
- * address is a kernel one and any other a user one. This is exact and
- * costs one read, where "kernel first, then user" would pay a faulting
- * read for every user string. A read that faults (page not present: we
- * cannot sleep to page it in; a bad pointer) returns -errno and is counted
- * in FTP_STAT_STR_FAULT. */
 static __always_inline long read_str(char *dst, __u64 ptr, __u8 *flags)
 {
 	long n;
@@ -368,17 +859,15 @@ static __always_inline long read_str(char *dst, __u64 ptr, __u8 *flags)
 }
 
 /* fill_tail fills the tail of a full record: the string arguments the
- * funcs map names (--strings) and the kernel stack (--stack). */
-static __always_inline void fill_tail(void *ctx, struct event *e, __u32 func_id, __u64 *args,
+ * cookie flags name (--strings) and the kernel stack (--stack). */
+static __always_inline void fill_tail(void *ctx, struct rec_full *e, __u32 flags, __u64 *args,
 				      __u8 mode, int entry)
 {
 	e->str_len[0] = 0;
 	e->str_len[1] = 0;
 	e->stack_len = 0;
 	if (want_strings) {
-		__u32 *fl = bpf_map_lookup_elem(&funcs, &func_id);
-		__u32 flags = fl ? *fl : 0;
-		e->flags |= FTP_F_STRINGS;
+		e->h.flags |= FTP_F_STRINGS;
 #pragma clang loop unroll(full)
 		for (int s = 0; s < FTP_MAX_STRS; s++) {
 			__u32 a = (flags >> (FTP_FN_STR_SHIFT + 3 * s)) & 7;
@@ -399,7 +888,7 @@ static __always_inline void fill_tail(void *ctx, struct event *e, __u32 func_id,
 	if (want_stack) {
 		long n;
 #if defined(__TARGET_ARCH_arm64)
-		if (entry && (mode == FTP_MODE_KPROBE_MULTI || mode == FTP_MODE_KPROBE)) {
+		if (entry && (mode == FTP_MODE_KPROBE_MULTI || mode == FTP_MODE_KPROBE_SESSION || mode == FTP_MODE_KPROBE)) {
 			/* A kprobe or fprobe at a function's entry runs before its
 			 * prologue: the frame pointer is still the caller's, so the
 			 * arm64 frame-record unwinder starts at the caller's caller
@@ -421,26 +910,193 @@ static __always_inline void fill_tail(void *ctx, struct event *e, __u32 func_id,
 		if (n < 0)
 			count(FTP_STAT_STACK_FAIL);
 		e->stack_len = n;
-		e->flags |= FTP_F_STACK;
+		e->h.flags |= FTP_F_STACK;
 	}
 }
 
-static __always_inline int on_entry(void *ctx, __u32 func_id, __u64 *args, __u8 nargs, __u8 mode)
+static __always_inline __u32 msb64(__u64 v)
 {
-	if (!is_armed())
-		return 0;
+	__u32 r = 0;
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r;
+}
+
+/* hist_bucket: see FTP_HIST_BUCKETS (internal/stats mirrors it). */
+static __always_inline __u32 hist_bucket(__u64 d)
+{
+	if (d < 16)
+		return d;
+	__u32 m = msb64(d);
+	if (m > FTP_HIST_MAXLOG)
+		return FTP_HIST_BUCKETS - 1;
+	return 16 + (m - 4) * 8 + ((d >> (m - 3)) & 7);
+}
+
+/* aggregate adds one completed call to its function's table. The max is
+ * updated without a lock: two CPUs finishing the same function at the
+ * same instant may keep the smaller of their two durations. */
+static __always_inline void aggregate(__u32 func_id, int timed, __u64 dur, __s64 ret, int is_err)
+{
+	struct agg *a = bpf_map_lookup_elem(&aggs, &func_id);
+	if (!a)
+		return;
+	if (is_err) {
+		__sync_fetch_and_add(&a->errors, 1);
+		struct errkey k = { .func_id = func_id, .err = (__s32)ret };
+		__u64 *c = bpf_map_lookup_elem(&errs, &k);
+		if (!c) {
+			__u64 zero = 0;
+			bpf_map_update_elem(&errs, &k, &zero, BPF_NOEXIST);
+			c = bpf_map_lookup_elem(&errs, &k);
+		}
+		if (c)
+			__sync_fetch_and_add(c, 1);
+		else
+			count(FTP_STAT_AGG_FULL);
+	}
+	if (!timed) {
+		__sync_fetch_and_add(&a->untimed, 1);
+		return;
+	}
+	__sync_fetch_and_add(&a->sum_ns, dur);
+	if (dur > a->max_ns)
+		a->max_ns = dur;
+	/* Masked in a way clang keeps (see FTP_SLOT): older verifiers (6.1)
+	 * lose the bound of the bucket through its 32-bit arithmetic. */
+	__u64 b = hist_bucket(dur);
+	asm volatile("%[v] &= 511" : [v] "+r"(b));
+	if (b < FTP_HIST_BUCKETS)
+		__sync_fetch_and_add(&a->hist[b], 1);
+}
+
+#define FTP_DEFERRED (min_duration_ns || errors_only || x_exit)
+
+static __always_inline int is_session_mode(__u8 mode)
+{
+	return mode == FTP_MODE_FSESSION || mode == FTP_MODE_FSESSION_MULTI || mode == FTP_MODE_KPROBE_SESSION;
+}
+
+/* emit_x writes a record with --arg values (FTP_F_VALS), built in the
+ * per-CPU scratch. */
+static __always_inline void emit_x(struct xprog *xp, struct xctx *xc, __u64 pid_tgid, __u64 now, __u32 func_id,
+				   __u8 kind, __u8 mode, __u16 depth, __u8 flags, __u8 nargs, __u64 dur, __s64 ret)
+{
+	__u32 zero = 0;
+	struct rec_x *r = bpf_map_lookup_elem(&xscratch, &zero);
+	if (!r)
+		return;
+	fill_hdr(&r->h, pid_tgid, now, func_id, kind, mode, depth);
+	r->h.flags = flags | FTP_F_VALS;
+	r->h.nargs = nargs;
+	r->duration_ns = dur;
+	r->ret = ret;
+	for (int i = 0; i < FTP_MAX_ARGS; i++)
+		r->args[i] = xc->args[i];
+	xvals(xp, xc, &r->x);
+	output(r, sizeof(*r));
+}
+
+static __always_inline __u8 cookie_nargs(__u32 fflags)
+{
+	__u8 n = (fflags >> FTP_FN_NARGS_SHIFT) & 15;
+	return n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n;
+}
+
+/* emit_full writes a record with comm and the --strings/--stack tail. */
+static __always_inline void emit_full(void *ctx, __u64 pid_tgid, __u64 now, __u32 func_id, __u32 fflags,
+				      __u8 kind, __u8 mode, __u16 depth, __u8 flags, __u8 nargs,
+				      __u64 dur, __s64 ret, __u64 *args, int tail)
+{
+	struct rec_full *e = bpf_ringbuf_reserve(&events, sizeof(struct rec_full), 0);
+	if (!e) {
+		count(FTP_STAT_RINGBUF_DROP);
+		return;
+	}
+	fill_hdr(&e->h, pid_tgid, now, func_id, kind, mode, depth);
+	e->h.flags = flags | FTP_F_FULL;
+	e->h.nargs = nargs;
+	e->duration_ns = dur;
+	e->ret = ret;
+	for (int i = 0; i < FTP_MAX_ARGS; i++)
+		e->args[i] = args[i];
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	e->str_len[0] = 0;
+	e->str_len[1] = 0;
+	e->stack_len = 0;
+	if (tail)
+		fill_tail(ctx, e, fflags, args, mode, kind == FTP_ENTRY);
+	submit(e);
+}
+
+/* on_entry records a call's entry. It returns 1 when the call was
+ * rejected (not armed, filtered out): session programs then skip the
+ * exit run. */
+static __always_inline int on_entry(void *ctx, __u64 cookie, __u64 *args, __u8 nargs, __u8 mode)
+{
+	if (!armed)
+		return 1;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!pass_filters(pid_tgid))
-		return 0;
+	if (!pass_ids(pid_tgid) || !pass_mutable(pid_tgid))
+		return 1;
+	__u32 func_id = (__u32)cookie;
+	struct tstack *st;
+	__u32 d;
+	struct xprog *xp = xprog_of(func_id);
+	/* Filled only with expressions: no stores on the plain data path. */
+	struct xctx xc;
+	if (FTP_X_ANY && xp) {
+		for (int i = 0; i < FTP_MAX_ARGS; i++)
+			xc.args[i] = args[i];
+		xc.ret = 0;
+	}
+	if (x_entry && xp && !xrun(xp, &xc, 0)) {
+		count(FTP_STAT_X_REJECT);
+		if (is_session_mode(mode))
+			return 1; /* its exit does not run */
+		/* Mark the call so its exit is dropped: a rejected frame,
+		 * counted neither as an entry nor as an exit. Past the stack's
+		 * depth the exit has no entry and is dropped as undecidable. */
+		st = frames((__u32)pid_tgid, 1);
+		if (st) {
+			d = st->depth;
+			if (d < FTP_MAX_DEPTH && !st->overflow) {
+				st->depth = d + 1;
+				struct frame *f = &st->f[FTP_SLOT(d)];
+				f->func_id = func_id;
+				f->rejected = 1;
+			}
+		}
+		return 1;
+	}
 	count(FTP_STAT_ENTRY_HITS);
 
 	__u64 now = bpf_ktime_get_ns();
-	struct tstack *st = get_stack((__u32)pid_tgid);
+	if ((cookie >> 32) & FTP_FN_ENTRY_ONLY) {
+		/* No exit will pop a frame (the function never returns): emit
+		 * the entry at the thread's depth, push nothing, and skip the
+		 * exit run in the session modes. Without an exit, --min-duration
+		 * and --errors cannot decide: not shown. (The hash fallback does
+		 * not create a slot a dying thread would never free.) */
+		count(FTP_STAT_ENTRY_ONLY);
+		if (FTP_DEFERRED || !want_events)
+			return 1;
+		st = frames((__u32)pid_tgid, !frames_in_hash);
+		d = st ? st->depth : 0;
+		if (d > FTP_MAX_DEPTH)
+			d = FTP_MAX_DEPTH;
+		goto emit;
+	}
+	st = frames((__u32)pid_tgid, 1);
 	if (!st) {
-		count(FTP_STAT_STACK_FULL); /* stacks map full: no duration for this call */
+		count(FTP_STAT_STACK_FULL); /* no frame storage: no duration for this call */
 		return 0;
 	}
-	__u32 d = st->depth;
+	d = st->depth;
 	if (d >= FTP_MAX_DEPTH || st->overflow) {
 		st->overflow++;
 		count(FTP_STAT_DEPTH_OVERFLOW);
@@ -453,35 +1109,42 @@ static __always_inline int on_entry(void *ctx, __u32 func_id, __u64 *args, __u8 
 	f->ts_ns = now;
 	f->func_id = func_id;
 	f->nargs = nargs;
-	for (int i = 0; i < FTP_MAX_ARGS; i++)
-		f->args[i] = args[i];
-
-	if (min_duration_ns || errors_only)
-		return 0; /* decided at exit, which carries the arguments */
-
-	struct event *e = reserve_event();
-	if (!e) {
-		count(FTP_STAT_RINGBUF_DROP);
+	if (x_entry)
+		f->rejected = 0; /* only ever set with an entry filter */
+	if (FTP_DEFERRED) {
+		/* decided at exit, which carries the arguments */
+		for (int i = 0; i < FTP_MAX_ARGS; i++)
+			f->args[i] = args[i];
 		return 0;
 	}
-	fill_common(e, pid_tgid, func_id, FTP_ENTRY, mode, d);
-	e->ts_ns = now;
-	e->duration_ns = 0;
-	e->ret = 0;
-	e->nargs = nargs;
-	e->flags = FTP_F_HAS_ARGS;
+	if (!want_events)
+		return 0;
+emit:
+	if (want_strings || want_stack) {
+		emit_full(ctx, pid_tgid, now, func_id, cookie >> 32, FTP_ENTRY, mode, d, FTP_F_HAS_ARGS,
+			  nargs, 0, 0, args, 1);
+		return 0;
+	}
+	send_comm(st, pid_tgid, now);
+	if (x_vals && xp && xp->nvals) {
+		emit_x(xp, &xc, pid_tgid, now, func_id, FTP_ENTRY, mode, d, FTP_F_HAS_ARGS, nargs, 0, 0);
+		return 0;
+	}
+	struct rec_entry r;
+	fill_hdr(&r.h, pid_tgid, now, func_id, FTP_ENTRY, mode, d);
+	r.h.flags = FTP_F_HAS_ARGS;
+	r.h.nargs = nargs;
 	for (int i = 0; i < FTP_MAX_ARGS; i++)
-		e->args[i] = args[i];
-	if (want_strings || want_stack)
-		fill_tail(ctx, e, func_id, args, mode, 1);
-	bpf_ringbuf_submit(e, 0);
+		r.args[i] = args[i];
+	__u64 n = nargs & 7;
+	if (n > FTP_MAX_ARGS)
+		n = FTP_MAX_ARGS;
+	output(&r, sizeof(r.h) + n * 8);
 	return 0;
 }
 
-static __always_inline __s64 normalize_ret(__u32 func_id, __u64 raw, int *is_err)
+static __always_inline __s64 normalize_ret(__u32 flags, __u64 raw, int *is_err)
 {
-	__u32 *fl = bpf_map_lookup_elem(&funcs, &func_id);
-	__u32 flags = fl ? *fl : 0;
 	__u32 size = (flags >> 8) & 0xff;
 	int sign = flags & FTP_FN_RET_SIGNED;
 	__s64 ret = (__s64)raw;
@@ -508,23 +1171,28 @@ static __always_inline __s64 normalize_ret(__u32 func_id, __u64 raw, int *is_err
 	return ret;
 }
 
-static __always_inline int on_exit(void *ctx, __u32 func_id, __u64 raw_ret, __u8 mode)
+/* on_exit records a call's exit. session: the entry run decided (a
+ * rejected call's exit does not run), so the filters are not asked again
+ * unless no frame is found. */
+static __always_inline void on_exit(void *ctx, __u64 cookie, __u64 raw_ret, __u8 mode, int session)
 {
-	if (!is_armed())
-		return 0;
+	if (!armed)
+		return;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!pass_ids(pid_tgid))
-		return 0;
-	/* A filter decides at entry: an exit whose entry was let in is taken
-	 * even when the tree or comm filter now rejects the task (found on
-	 * this thread's frame stack below), so no frame is stranded. */
-	int pass = pass_mutable(pid_tgid);
-
+	int pass = 1;
+	if (!session) {
+		if (!pass_ids(pid_tgid))
+			return;
+		/* A filter decides at entry: an exit whose entry was let in
+		 * is taken even when the tree or comm filter now rejects the
+		 * task (found on this thread's frame stack below). */
+		pass = pass_mutable(pid_tgid);
+	}
+	__u32 func_id = (__u32)cookie;
 	__u64 now = bpf_ktime_get_ns();
-	struct tstack *st = bpf_map_lookup_elem(&stacks, &(__u32){(__u32)pid_tgid});
+	struct tstack *st = frames((__u32)pid_tgid, 0);
 	if (!pass && !st)
-		return 0;
-	struct frame *f = 0;
+		return;
 	__u32 d = 0;
 	int found = -1;
 	if (st) {
@@ -537,7 +1205,7 @@ static __always_inline int on_exit(void *ctx, __u32 func_id, __u64 raw_ret, __u8
 			 * the filters then, whatever they say now. */
 			count(FTP_STAT_EXIT_HITS);
 			st->overflow--;
-			return 0;
+			return;
 		}
 		if (d > 0 && st->f[FTP_SLOT(d - 1)].func_id == func_id) {
 			found = d - 1;
@@ -552,81 +1220,122 @@ static __always_inline int on_exit(void *ctx, __u32 func_id, __u64 raw_ret, __u8
 			}
 		}
 	}
-
+	if (x_entry && found >= 0 && st && st->f[FTP_SLOT(found)].rejected) {
+		/* --filter rejected this call at entry. */
+		__u64 unwound = d - 1 - found;
+		if (unwound)
+			count_n(FTP_STAT_UNWOUND, unwound);
+		st->depth = found;
+		return;
+	}
+	if (found < 0 && session)
+		pass = pass_ids(pid_tgid) && pass_mutable(pid_tgid);
 	if (!pass && found < 0)
-		return 0; /* not an exit of a call that was let in */
+		return; /* not an exit of a call that was let in */
 	count(FTP_STAT_EXIT_HITS);
+	__u32 fflags = cookie >> 32;
 	int is_err = 0;
-	__s64 ret = normalize_ret(func_id, raw_ret, &is_err);
+	__s64 ret = normalize_ret(fflags, raw_ret, &is_err);
 
+	__u64 dur = 0;
+	__u8 fnargs = 0;
+	__u64 fargs[FTP_MAX_ARGS] = {};
+	int timed = 0;
 	if (found >= 0 && st) {
-		f = &st->f[FTP_SLOT(found)];
-		if (d - 1 > (__u32)found) {
-			/* Inner frames whose exits were never seen (missed runs). */
-			__u64 *v = bpf_map_lookup_elem(&stats, &(__u32){FTP_STAT_UNWOUND});
-			if (v)
-				*v += d - 1 - found;
+		struct frame *f = &st->f[FTP_SLOT(found)];
+		timed = 1;
+		dur = now - f->ts_ns;
+		if (FTP_DEFERRED) {
+			fnargs = f->nargs;
+			for (int i = 0; i < FTP_MAX_ARGS; i++)
+				fargs[i] = f->args[i];
 		}
+		/* Inner frames whose exits were never seen (missed runs). */
+		__u64 unwound = d - 1 - found;
+		if (unwound)
+			count_n(FTP_STAT_UNWOUND, unwound);
 		st->depth = found;
 	} else {
 		count(FTP_STAT_NO_ENTRY);
 	}
-
-	__u64 dur = 0;
-	__u64 fargs[FTP_MAX_ARGS] = {};
-	__u8 fnargs = 0;
-	if (f) {
-		dur = now - f->ts_ns;
-		fnargs = f->nargs;
+	int emit = 1;
+	if (min_duration_ns && (!timed || dur < min_duration_ns))
+		emit = 0;
+	if (errors_only && !is_err)
+		emit = 0;
+	struct xprog *xp = xprog_of(func_id);
+	struct xctx xc;
+	if (FTP_X_ANY && xp) {
 		for (int i = 0; i < FTP_MAX_ARGS; i++)
-			fargs[i] = f->args[i];
+			xc.args[i] = fargs[i];
+		xc.ret = ret;
 	}
-	if (st && found == 0 && st->overflow == 0) {
+	/* An exit without its entry cannot be decided by an entry filter. */
+	if (x_entry && xp && !timed && xp->entry_ops[0])
+		emit = 0;
+	if (x_exit && emit && xp && xp->exit_ops[0]) {
+		if ((!timed && xp->exit_args) || !xrun(xp, &xc, 1)) {
+			emit = 0;
+			count(FTP_STAT_X_REJECT);
+		}
+	}
+	if (emit && want_agg)
+		aggregate(func_id, timed, dur, ret, is_err);
+	if (emit && want_events && !(want_strings || want_stack))
+		send_comm(st, pid_tgid, now);
+	if (frames_in_hash && st && found == 0 && st->overflow == 0) {
 		/* Outermost call returned: free the thread's slot. */
 		__u32 tid = (__u32)pid_tgid;
 		bpf_map_delete_elem(&stacks, &tid);
 	}
-	if (min_duration_ns && (!f || dur < min_duration_ns))
-		return 0;
-	if (errors_only && !is_err)
-		return 0;
+	if (!emit || !want_events)
+		return;
 
-	/* A deferred exit stands for its entry: it carries the tail too. */
-	struct event *e = (min_duration_ns || errors_only) ? reserve_event() :
-		bpf_ringbuf_reserve(&events, FTP_EVENT_HDR, 0);
-	if (!e) {
-		count(FTP_STAT_RINGBUF_DROP);
-		return 0;
+	__u16 depth = found >= 0 ? found : 0;
+	__u8 flags = 0;
+	if (!timed)
+		flags |= FTP_F_NO_ENTRY;
+	if (FTP_DEFERRED) {
+		flags |= FTP_F_DEFERRED;
+		if (timed)
+			flags |= FTP_F_HAS_ARGS;
+		else
+			fnargs = 0;
 	}
-	fill_common(e, pid_tgid, func_id, FTP_EXIT, mode, found >= 0 ? found : 0);
-	e->ts_ns = now;
-	e->duration_ns = dur;
-	e->ret = ret;
-	e->flags = 0;
-	e->nargs = 0;
-	if (f) {
-		e->flags |= FTP_F_HAS_ARGS;
-		e->nargs = fnargs;
+	if (x_vals && FTP_DEFERRED && xp && xp->nvals && timed && !(want_strings || want_stack)) {
+		/* A deferred exit stands for its entry: its values are read
+		 * now, from the entry's arguments. */
+		emit_x(xp, &xc, pid_tgid, now, func_id, FTP_EXIT, mode, depth, flags, fnargs, dur, ret);
+		return;
+	}
+	if (want_strings || want_stack) {
+		/* A deferred exit stands for its entry: it carries the tail
+		 * (strings re-read now from the entry's pointers, the stack
+		 * taken at exit: the same callers are on it). */
+		emit_full(ctx, pid_tgid, now, func_id, fflags, FTP_EXIT, mode, depth, flags, fnargs, dur, ret,
+			  fargs, FTP_DEFERRED && ((want_strings && timed) || want_stack));
+		return;
+	}
+	struct rec_exit r;
+	fill_hdr(&r.h, pid_tgid, now, func_id, FTP_EXIT, mode, depth);
+	r.h.flags = flags;
+	r.h.nargs = fnargs;
+	r.duration_ns = dur;
+	r.ret = ret;
+	if (FTP_DEFERRED) {
 		for (int i = 0; i < FTP_MAX_ARGS; i++)
-			e->args[i] = fargs[i];
-	} else {
-		e->flags |= FTP_F_NO_ENTRY;
-		for (int i = 0; i < FTP_MAX_ARGS; i++)
-			e->args[i] = 0;
+			r.args[i] = fargs[i];
+		__u64 n = fnargs & 7;
+		if (n > FTP_MAX_ARGS)
+			n = FTP_MAX_ARGS;
+		output(&r, sizeof(r.h) + 16 + n * 8);
+		return;
 	}
-	if (min_duration_ns || errors_only) {
-		e->flags |= FTP_F_DEFERRED;
-		/* Strings re-read now from the entry's pointers, the stack taken
-		 * at exit (the same callers are on it). */
-		if ((want_strings && f) || want_stack)
-			fill_tail(ctx, e, func_id, fargs, mode, 0);
-	}
-	bpf_ringbuf_submit(e, 0);
-	return 0;
+	output(&r, sizeof(r.h) + 16);
 }
 
 /* Entry and exit of every trampoline mode: arguments and return value
- * through the trampoline's ctx helpers, function id in the attach cookie. */
+ * through the trampoline's ctx helpers (inlined by the verifier). */
 static __always_inline int tramp_entry(void *ctx, __u8 mode)
 {
 	__u64 args[FTP_MAX_ARGS] = {};
@@ -635,40 +1344,106 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 		if ((__u64)i < n)
 			bpf_get_func_arg(ctx, i, &args[i]);
 	}
-	return on_entry(ctx, (__u32)bpf_get_attach_cookie(ctx), args,
-			n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);
+	return on_entry(ctx, bpf_get_attach_cookie(ctx), args, n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);
 }
 
-static __always_inline int tramp_exit(void *ctx, __u8 mode)
+static __always_inline void tramp_exit(void *ctx, __u8 mode, int session)
 {
 	__u64 ret = 0;
 	bpf_get_func_ret(ctx, &ret);
-	return on_exit(ctx, (__u32)bpf_get_attach_cookie(ctx), ret, mode);
+	on_exit(ctx, bpf_get_attach_cookie(ctx), ret, mode, session);
 }
 
 SEC("fentry")
-int ftp_fentry(void *ctx) { return tramp_entry(ctx, FTP_MODE_FENTRY); }
+int ftp_fentry(void *ctx) { tramp_entry(ctx, FTP_MODE_FENTRY); return 0; }
 
 SEC("fexit")
-int ftp_fexit(void *ctx) { return tramp_exit(ctx, FTP_MODE_FENTRY); }
+int ftp_fexit(void *ctx) { tramp_exit(ctx, FTP_MODE_FENTRY, 0); return 0; }
 
 /* fentry.multi / fexit.multi (BPF_TRACE_FENTRY_MULTI/FEXIT_MULTI, 7.x). */
 SEC("fentry")
-int ftp_fentry_multi(void *ctx) { return tramp_entry(ctx, FTP_MODE_FENTRY_MULTI); }
+int ftp_fentry_multi(void *ctx) { tramp_entry(ctx, FTP_MODE_FENTRY_MULTI); return 0; }
 
 SEC("fexit")
-int ftp_fexit_multi(void *ctx) { return tramp_exit(ctx, FTP_MODE_FENTRY_MULTI); }
+int ftp_fexit_multi(void *ctx) { tramp_exit(ctx, FTP_MODE_FENTRY_MULTI, 0); return 0; }
 
-/* fsession (BPF_TRACE_FSESSION, 7.0) and fsession.multi: the same program
- * runs at entry and at exit. Returning 0 at entry keeps the exit run. The
- * kfunc takes ctx since 7.0 (kernel commit "bpf: add fsession support"). */
+/* fsession (BPF_TRACE_FSESSION, 7.0) and fsession.multi: the same
+ * program runs at entry and at exit, and must return 0 at both (the
+ * verifier allows nothing else), so the exit always runs: the entry marks
+ * an accepted call in the session cookie, and the exit of a rejected call
+ * returns after reading it. kprobe.session (6.10) skips the return run of
+ * a call whose entry returns 1. The kfuncs take ctx since 7.0 (kernel
+ * commit "bpf: add fsession support"); a kernel with the older prototype
+ * refuses ftp_ksession, and kprobe-multi mode then uses the kprobe.multi +
+ * kretprobe.multi pair. */
 extern _Bool bpf_session_is_return(void *ctx) __ksym;
+extern __u64 *bpf_session_cookie(void *ctx) __ksym;
+
+/* session_agg: stat (tables only) in fsession: the session cookie holds
+ * the entry's timestamp, so a call needs no frame storage at all (no
+ * record is sent, so no depth is needed either). Entry and exit hits are
+ * both counted, so no frame is counted open. */
+static __always_inline void session_agg(void *ctx, __u64 *ts, int ret_run)
+{
+	if (!ret_run) {
+		*ts = 0;
+		if (!armed)
+			return;
+		__u64 pid_tgid = bpf_get_current_pid_tgid();
+		if (!pass_ids(pid_tgid) || !pass_mutable(pid_tgid))
+			return;
+		if (x_entry) {
+			struct xprog *xp = xprog_of((__u32)bpf_get_attach_cookie(ctx));
+			if (xp) {
+				struct xctx xc = {};
+				__u64 n = bpf_get_func_arg_cnt(ctx);
+				for (int i = 0; i < FTP_MAX_ARGS; i++) {
+					if ((__u64)i < n)
+						bpf_get_func_arg(ctx, i, &xc.args[i]);
+				}
+				if (!xrun(xp, &xc, 0)) {
+					count(FTP_STAT_X_REJECT);
+					return;
+				}
+			}
+		}
+		count(FTP_STAT_ENTRY_HITS);
+		*ts = bpf_ktime_get_ns();
+		return;
+	}
+	if (!*ts)
+		return; /* rejected at entry */
+	__u64 dur = bpf_ktime_get_ns() - *ts;
+	count(FTP_STAT_EXIT_HITS);
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 raw = 0;
+	bpf_get_func_ret(ctx, &raw);
+	int is_err = 0;
+	__s64 ret = normalize_ret(cookie >> 32, raw, &is_err);
+	if (min_duration_ns && dur < min_duration_ns)
+		return;
+	if (errors_only && !is_err)
+		return;
+	aggregate((__u32)cookie, 1, dur, ret, is_err);
+}
 
 static __always_inline int session(void *ctx, __u8 mode)
 {
-	if (bpf_session_is_return(ctx))
-		return tramp_exit(ctx, mode);
-	tramp_entry(ctx, mode);
+	__u64 *accepted = bpf_session_cookie(ctx);
+	int ret_run = bpf_session_is_return(ctx);
+	if (!want_events && want_agg && !x_exit) {
+		if (accepted)
+			session_agg(ctx, accepted, ret_run);
+		return 0;
+	}
+	if (ret_run) {
+		if (accepted && *accepted)
+			tramp_exit(ctx, mode, 1);
+		return 0;
+	}
+	int rejected = tramp_entry(ctx, mode);
+	if (accepted)
+		*accepted = !rejected;
 	return 0;
 }
 
@@ -679,35 +1454,80 @@ SEC("fsession")
 int ftp_fsession_multi(void *ctx) { return session(ctx, FTP_MODE_FSESSION_MULTI); }
 
 /* Entry and exit of the kprobe modes: arguments and return value from the
- * registers (pt_regs), function id in the attach cookie. */
+ * registers (pt_regs); the number of arguments comes from BTF through the
+ * cookie (6 when unknown). */
 static __always_inline int regs_entry(struct pt_regs *ctx, __u8 mode)
 {
 	__u64 args[FTP_MAX_ARGS] = {
 		FTP_ARG0(ctx), FTP_ARG1(ctx), FTP_ARG2(ctx),
 		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
 	};
-	return on_entry(ctx, (__u32)bpf_get_attach_cookie(ctx), args, FTP_MAX_ARGS, mode);
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	return on_entry(ctx, cookie, args, cookie_nargs(cookie >> 32), mode);
 }
 
-static __always_inline int regs_exit(struct pt_regs *ctx, __u8 mode)
+static __always_inline void regs_exit(struct pt_regs *ctx, __u8 mode, int session)
 {
-	return on_exit(ctx, (__u32)bpf_get_attach_cookie(ctx), FTP_RET(ctx), mode);
+	on_exit(ctx, bpf_get_attach_cookie(ctx), FTP_RET(ctx), mode, session);
 }
 
 SEC("kprobe.multi")
-int ftp_kmulti(struct pt_regs *ctx) { return regs_entry(ctx, FTP_MODE_KPROBE_MULTI); }
+int ftp_kmulti(struct pt_regs *ctx) { regs_entry(ctx, FTP_MODE_KPROBE_MULTI); return 0; }
 
 SEC("kretprobe.multi")
-int ftp_kretmulti(struct pt_regs *ctx) { return regs_exit(ctx, FTP_MODE_KPROBE_MULTI); }
+int ftp_kretmulti(struct pt_regs *ctx) { regs_exit(ctx, FTP_MODE_KPROBE_MULTI, 0); return 0; }
+
+SEC("kprobe.session")
+int ftp_ksession(struct pt_regs *ctx)
+{
+	if (bpf_session_is_return(ctx)) {
+		regs_exit(ctx, FTP_MODE_KPROBE_SESSION, 1);
+		return 0;
+	}
+	return regs_entry(ctx, FTP_MODE_KPROBE_SESSION);
+}
 
 /* Single kprobes/kretprobes: the fallback where neither trampolines nor
  * fprobe exist (arm64 before 6.4). Function id in the perf-event cookie
  * (>= 5.15). */
 SEC("kprobe")
-int ftp_kprobe(struct pt_regs *ctx) { return regs_entry(ctx, FTP_MODE_KPROBE); }
+int ftp_kprobe(struct pt_regs *ctx) { regs_entry(ctx, FTP_MODE_KPROBE); return 0; }
 
 SEC("kretprobe")
-int ftp_kretprobe(struct pt_regs *ctx) { return regs_exit(ctx, FTP_MODE_KPROBE); }
+int ftp_kretprobe(struct pt_regs *ctx) { regs_exit(ctx, FTP_MODE_KPROBE, 0); return 0; }
+
+/* comm tracking: a thread's comm changes at exec (begin_new_exec) and
+ * with prctl(PR_SET_NAME) or a write to /proc/PID/comm (__set_task_comm,
+ * tracepoint task_rename, which fires before the copy); after either,
+ * the thread's next record is preceded by its comm again.
+ * sched_process_exec fires after the exec's rename, so a record taken
+ * between task_rename and the copy is corrected there. */
+static __always_inline void comm_changed(struct task_struct *t)
+{
+	struct tstack *st;
+	if (!frames_in_hash) {
+		st = bpf_task_storage_get(&tframes, t, 0, 0);
+	} else {
+		__u32 tid = t->pid;
+		st = bpf_map_lookup_elem(&stacks, &tid);
+	}
+	if (st)
+		st->comm_sent = 0;
+}
+
+SEC("tp_btf/task_rename")
+int ftp_rename(__u64 *ctx)
+{
+	comm_changed((struct task_struct *)ctx[0]);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int ftp_comm_exec(__u64 *ctx)
+{
+	comm_changed(bpf_get_current_task_btf());
+	return 0;
+}
 
 /* Follow the traced command's process tree (filter_tree). */
 SEC("tp_btf/sched_process_fork")

@@ -18,6 +18,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/exitcode"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
 	"github.com/ftprobe/ftprobe/internal/symbols"
+	"github.com/ftprobe/ftprobe/internal/trial"
 )
 
 func newCompareCmd() *cobra.Command {
@@ -67,13 +68,16 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			}{
 				{"--scenario", cfg.Scenarios, []string{"hit", "attach", "crowd", "stream"}},
 				{"--trigger", cfg.Triggers, []string{bench.TriggerKernel, bench.TriggerSyscall}},
-				{"--body", cfg.Bodies, []string{bench.BodyEmpty, bench.BodyTrace, bench.BodyFiltered}},
+				{"--body", cfg.Bodies, []string{bench.BodyEmpty, bench.BodyTrace, bench.BodyExitOnly, bench.BodyAgg, bench.BodyFiltered, bench.BodyPredicate}},
 			} {
 				for _, g := range c.got {
 					if !slices.Contains(c.want, g) {
 						return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("%s %q: want %s", c.flag, g, strings.Join(c.want, ", ")))
 					}
 				}
+			}
+			if err := bench.ValidModes(cfg.Modes); err != nil {
+				return exitcode.Wrap(exitcode.BadInput, err)
 			}
 			for _, by := range cfg.CrowdBy {
 				if by != bench.CrowdByFentry && by != bench.CrowdByKprobeMulti {
@@ -86,8 +90,21 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			if cfg.Runs < 1 || cfg.Calls < 1 || cfg.Batch < 1 {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--runs, --calls and --batch must be positive"))
 			}
+			for _, c := range []struct {
+				flag string
+				v    int
+			}{{"--syscall-calls", cfg.SyscallCalls}, {"--stream-calls", cfg.StreamCalls}} {
+				if c.v < 1 {
+					return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("%s %d: want 1 or more", c.flag, c.v))
+				}
+			}
 			if plotFile != "" && !strings.HasSuffix(plotFile, ".svg") && !strings.HasSuffix(plotFile, ".png") {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--plot %s: want FILE.svg or FILE.png", plotFile))
+			}
+			for _, o := range [][2]string{{"--json", jsonFile}, {"--plot", plotFile}} {
+				if err := checkOutPath(o[0], o[1]); err != nil {
+					return exitcode.Wrap(exitcode.BadInput, err)
+				}
 			}
 			if from != "" {
 				rep, err := bench.ReadReport(from)
@@ -103,9 +120,9 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			if !kfeat.TracefsMounted() {
 				return exitcode.Wrap(exitcode.Unsupported, symbols.ErrNoTracefs)
 			}
-			k, err := symbols.LoadKernel(kin.Arch, kin.MaxTrampolineArgs())
+			k, _, err := trial.LoadKernel(kin)
 			if err != nil {
-				return exitcode.Wrap(exitcode.Unsupported, err)
+				return symbolsError("compare", err)
 			}
 			if !cmd.Flags().Changed("attach-n") && kin.Emulated == "QEMU TCG" && slices.Contains(cfg.Scenarios, "attach") {
 				cfg.AttachN = []int{1, 10, 100}
@@ -153,7 +170,9 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 	f := cmd.Flags()
 	f.StringSliceVar(&cfg.Scenarios, "scenario", []string{"hit", "attach", "crowd", "stream"}, "scenarios to run: hit, attach, crowd, stream")
 	f.StringSliceVar(&cfg.Triggers, "trigger", []string{bench.TriggerKernel, bench.TriggerSyscall}, "hit-cost triggers: kernel, syscall")
-	f.StringSliceVar(&cfg.Bodies, "body", []string{bench.BodyEmpty, bench.BodyTrace, bench.BodyFiltered}, "program bodies: empty, trace, filtered (trace program whose pid filter rejects every call)")
+	f.StringSliceVar(&cfg.Bodies, "body", []string{bench.BodyEmpty, bench.BodyTrace, bench.BodyExitOnly, bench.BodyAgg, bench.BodyFiltered},
+		"program bodies: empty (counts hits), trace (entry and exit records streamed), exit-only (one record per call, at exit), agg (in-kernel tables, as stat), filtered (trace program whose pid filter rejects every call); opt-in: predicate (trace program whose --filter predicate on arg0 rejects every call at entry)")
+	f.StringSliceVar(&cfg.Modes, "mode", nil, "hit-cost modes to measure (default all): "+strings.Join(append(append([]string{}, bench.HitModes[1:]...), bench.ModeKprobePair), ", "))
 	f.IntVar(&cfg.Runs, "runs", 5, "measured runs per mode (after one warm-up)")
 	f.IntVar(&cfg.Calls, "calls", 200000, "calls of the target per measurement (kernel trigger)")
 	f.IntVar(&cfg.SyscallCalls, "syscall-calls", 20000, "calls per measurement (syscall trigger)")

@@ -8,10 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
-	"github.com/ftprobe/ftprobe/internal/exitcode"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
-	"github.com/ftprobe/ftprobe/internal/symbols"
 	"github.com/ftprobe/ftprobe/internal/trace"
+	"github.com/ftprobe/ftprobe/internal/trial"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -29,9 +28,9 @@ command runs it in the lab: ftprobe vm --kernel debian:7.3 --arch arm64 -- demo`
 				return err
 			}
 			kin := kfeat.Load()
-			k, err := symbols.LoadKernel(kin.Arch, kin.MaxTrampolineArgs())
+			k, _, err := trial.LoadKernel(kin)
 			if err != nil {
-				return exitcode.Wrap(exitcode.Unsupported, err)
+				return symbolsError("demo", err)
 			}
 			w := cmd.OutOrStdout()
 			ran := 0
@@ -47,14 +46,14 @@ command runs it in the lab: ftprobe vm --kernel debian:7.3 --arch arm64 -- demo`
 					fmt.Fprintf(w, "ftprobe: %s: %v\n", mode, err)
 					lastErr = err
 					if !errors.Is(err, kfeat.ErrUnsupported) {
-						return err
+						return traceExit(err)
 					}
 					continue
 				}
 				ran++
 			}
 			if ran == 0 {
-				return lastErr
+				return traceExit(lastErr)
 			}
 			return nil
 		},

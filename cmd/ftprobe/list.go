@@ -12,6 +12,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/exitcode"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
 	"github.com/ftprobe/ftprobe/internal/symbols"
+	"github.com/ftprobe/ftprobe/internal/trial"
 )
 
 func newListCmd() *cobra.Command {
@@ -22,10 +23,15 @@ func newListCmd() *cobra.Command {
 		Short: "List matching kernel functions with address, module, BTF prototype and, per mode, whether they can be traced and why not",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, p := range append(append([]string{}, args...), excludes...) {
+				if _, err := symbols.ParsePattern(p); err != nil {
+					return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("list: %w", err))
+				}
+			}
 			kin := kfeat.Load()
-			k, err := symbols.LoadKernel(kin.Arch, kin.MaxTrampolineArgs())
+			k, _, err := trial.LoadKernel(kin)
 			if err != nil {
-				return exitcode.Wrap(exitcode.Unsupported, err)
+				return symbolsError("list", err)
 			}
 			fs, err := k.Match(args, excludes)
 			if err != nil {
@@ -37,6 +43,11 @@ func newListCmd() *cobra.Command {
 				type verdict struct {
 					OK     bool   `json:"ok"`
 					Reason string `json:"reason,omitempty"`
+					// EntryOnly: traced at entry only, and why ("noreturn").
+					EntryOnly string `json:"entry_only,omitempty"`
+					// Fix says what would make it traceable, where known:
+					// another mode, the original of a copy, name@ADDRESS.
+					Fix string `json:"fix,omitempty"`
 				}
 				type row struct {
 					Name      string             `json:"name"`
@@ -53,7 +64,10 @@ func newListCmd() *cobra.Command {
 						r.Prototype = events.Signature(f)
 					}
 					for _, m := range modes {
-						r.Modes[m] = verdict{OK: f.Skip[m] == "", Reason: f.Skip[m]}
+						r.Modes[m] = verdict{OK: f.Skip[m] == "", Reason: f.Skip[m], Fix: k.Fix(f, m)}
+						if f.Skip[m] == "" {
+							r.Modes[m] = verdict{OK: true, EntryOnly: f.EntryOnly}
+						}
 					}
 					rows = append(rows, r)
 				}
@@ -61,19 +75,29 @@ func newListCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(rows)
 			}
-			// One column per mode: "ok", or "no [n]" with the reason n
-			// listed once under the table.
+			// One column per mode: "ok", "entry only [n]" or "no [n]" with
+			// the reason n (and what would make the function traceable,
+			// where known) listed once under the table.
 			var reasons []string
 			num := map[string]int{}
-			cell := func(why string) string {
-				if why == "" {
-					return "ok"
-				}
+			note := func(why string) int {
 				if _, ok := num[why]; !ok {
 					reasons = append(reasons, why)
 					num[why] = len(reasons)
 				}
-				return fmt.Sprintf("no [%d]", num[why])
+				return num[why]
+			}
+			cell := func(f *symbols.Func, m string) string {
+				switch why := f.Skip[m]; {
+				case why != "":
+					if fix := k.Fix(f, m); fix != "" {
+						why += "; " + fix
+					}
+					return fmt.Sprintf("no [%d]", note(why))
+				case f.EntryOnly != "":
+					return fmt.Sprintf("entry only [%d]", note("entry only: "+f.EntryOnly+" (its exit cannot be hooked: entries are traced, no exits)"))
+				}
+				return "ok"
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprint(tw, "FUNCTION\tADDRESS\tCOPIES")
@@ -88,7 +112,7 @@ func newListCmd() *cobra.Command {
 				}
 				fmt.Fprintf(tw, "%s\t%#x\t%d", f.Display(), f.Addr, f.Copies)
 				for _, m := range modes {
-					fmt.Fprint(tw, "\t"+cell(f.Skip[m]))
+					fmt.Fprint(tw, "\t"+cell(f, m))
 				}
 				fmt.Fprintf(tw, "\t%s\n", proto)
 			}

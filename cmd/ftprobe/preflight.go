@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/ftprobe/ftprobe/internal/exitcode"
@@ -46,4 +48,36 @@ func tracefsMounted() bool {
 		}
 	}
 	return false
+}
+
+// symbolsError maps an error of symbols.LoadKernel to its exit code:
+// hidden kallsyms addresses are a missing privilege (2), anything else
+// (tracefs not mounted, unreadable kallsyms) unsupported here (3).
+func symbolsError(what string, err error) error {
+	if errors.Is(err, symbols.ErrHiddenAddresses) {
+		return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("%s: %w: %w", what, kfeat.ErrPrivilege, err))
+	}
+	return exitcode.Wrap(exitcode.Unsupported, err)
+}
+
+// checkOutPath checks, before any work, that an output file named by flag
+// can be created: its directory exists and is a directory, and path is not
+// one ("" and "-" are stdout). The file itself is created only when there
+// is something to write.
+func checkOutPath(flag, path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s %s: is a directory", flag, path)
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s %s: %s is not a directory", flag, path, dir)
+	}
+	return nil
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/ftprobe/ftprobe/internal/exitcode"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
-	"github.com/ftprobe/ftprobe/internal/symbols"
+	"github.com/ftprobe/ftprobe/internal/symbols/recorder"
 )
 
 func newInternalRecordSymbolsCmd() *cobra.Command {
@@ -37,7 +37,7 @@ func newInternalRecordSymbolsCmd() *cobra.Command {
 					defer f.Close()
 					in = f
 				}
-				files, err := symbols.ExtractArchive(in, out)
+				files, err := recorder.ExtractArchive(in, out)
 				if err != nil {
 					return exitcode.Wrap(exitcode.Failure, err)
 				}
@@ -45,12 +45,13 @@ func newInternalRecordSymbolsCmd() *cobra.Command {
 				return nil
 			}
 			for _, m := range modules {
-				if err := symbols.LoadModule(m); err != nil {
+				if err := recorder.LoadModule(m); err != nil {
 					return exitcode.Wrap(exitcode.Failure, err)
 				}
 			}
 			kin := kfeat.Load()
-			meta, err := symbols.RecordSymbols(out, kin.Arch, kin.MaxTrampolineArgs(), perRule)
+			maxArgs, _, _ := kin.DocumentedTrampolineLimits()
+			meta, err := recorder.RecordSymbols(out, kin.Arch, maxArgs, perRule)
 			if err != nil {
 				return exitcode.Wrap(exitcode.Unsupported, fmt.Errorf("internal-record-symbols: %w", err))
 			}
@@ -58,7 +59,7 @@ func newInternalRecordSymbolsCmd() *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "ftprobe: %s: %v\n", rule, names)
 			}
 			if printOut {
-				return symbols.WriteArchive(cmd.OutOrStdout(), out)
+				return recorder.WriteArchive(cmd.OutOrStdout(), out)
 			}
 			return nil
 		},

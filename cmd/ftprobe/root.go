@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/ftprobe/ftprobe/internal/exitcode"
@@ -26,7 +29,7 @@ kernel; 'vm' and 'trace -- COMMAND' pass the command's status through.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newVMCmd(), newWorkloadCmd(), newTraceCmd(), newInternalExecCmd(), newFeaturesCmd(), newDemoCmd(), newCompareCmd(), newListCmd(), newInternalRecordSymbolsCmd())
+	root.AddCommand(newVersionCmd(), newVMCmd(), newWorkloadCmd(), newTraceCmd(), newStatCmd(), newInternalExecCmd(), newFeaturesCmd(), newDemoCmd(), newCompareCmd(), newListCmd(), newInternalRecordSymbolsCmd())
 	// Bad flags, values and argument counts are bad input (exit 2), like
 	// the errors the commands check themselves; an unknown command too.
 	// (An unknown command is cobra's own error, with its suggestions:
@@ -35,7 +38,47 @@ kernel; 'vm' and 'trace -- COMMAND' pass the command's status through.`,
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	badArgs(root)
+	strictHelp(root)
+	strictCompletion(root)
 	return root
+}
+
+// strictCompletion makes `completion SHELL` of an unknown shell bad input
+// (exit 2): cobra's completion command has no Run of its own, so it
+// prints its help for any argument and succeeds.
+func strictCompletion(root *cobra.Command) {
+	c, _, err := root.Find([]string{"completion"})
+	if err != nil || c == root || c.Runnable() {
+		return
+	}
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			var shells []string
+			for _, s := range c.Commands() {
+				shells = append(shells, s.Name())
+			}
+			return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("completion %s: unknown shell (want %s)", args[0], strings.Join(shells, ", ")))
+		}
+		return c.Help()
+	}
+}
+
+// strictHelp makes `help TOPIC` of an unknown topic bad input (exit 2):
+// cobra's help command prints "Unknown help topic" and succeeds.
+func strictHelp(root *cobra.Command) {
+	h, _, err := root.Find([]string{"help"})
+	if err != nil || h == root || h.Run == nil {
+		return
+	}
+	show := h.Run
+	h.Run = nil
+	h.RunE = func(c *cobra.Command, args []string) error {
+		if t, _, err := c.Root().Find(args); t == nil || err != nil {
+			return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("help %s: unknown help topic (ftprobe help lists the commands)", strings.Join(args, " ")))
+		}
+		show(c, args)
+		return nil
+	}
 }
 
 // badArgs makes every command's argument validation return bad input.

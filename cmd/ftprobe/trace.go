@@ -1,25 +1,38 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/exitcode"
+	"github.com/ftprobe/ftprobe/internal/symbols"
 	"github.com/ftprobe/ftprobe/internal/trace"
 )
 
-func newTraceCmd() *cobra.Command {
+func newTraceCmd() *cobra.Command { return traceCmd(false) }
+
+// newStatCmd is trace --quiet --summary under its own name: per-function
+// tables built in the kernel, in the spirit of funccount/funclatency.
+func newStatCmd() *cobra.Command { return traceCmd(true) }
+
+func traceCmd(stat bool) *cobra.Command {
 	var (
 		o          trace.Options
 		outFile    string
 		bufferSize uint32
 		pid, tid   uint32
+		interval   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "trace [flags] PATTERN... [-- COMMAND ARGS...]",
@@ -38,13 +51,19 @@ kretprobe per function (the fallback where neither exists). On Linux 7.x,
 fsession attaches one trampoline program per function that runs at entry and
 at exit, and fentry-multi one tracing multi link for all functions
 (fsession.multi, or fentry.multi + fexit.multi). auto picks from what the
-kernel supports and how many functions match, and says why.
+kernel supports and how many functions match, and says why. A function
+that never returns (do_exit, do_group_exit, make_task_dead, ...) is traced
+at entry only, in every mode: no exit probe, nothing counted lost for it.
+
+--pid and --tid must name a live process and thread when the trace starts.
 
 With -- COMMAND, ftprobe starts the command, traces only its process tree
 (filtered in the kernel) and exits with the command's status.`,
 		Example: `  ftprobe trace do_sys_openat2 vfs_read -- ftprobe workload open --count 3
   ftprobe trace --mode kprobe-multi 'vfs_*' --exclude 'vfs_statx*' --duration 5s
-  ftprobe trace --errors --output json do_sys_openat2 -o trace.jsonl`,
+  ftprobe trace --errors --output json do_sys_openat2 -o trace.jsonl
+  ftprobe trace vfs_read --arg 'file->f_path.dentry->d_name.name' --filter 'count == 1' -- ftprobe workload read
+  ftprobe trace do_sys_openat2 --filter 'ret == -ENOENT' --arg filename -- ftprobe workload openfail`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if at := cmd.ArgsLenAtDash(); at >= 0 {
@@ -55,20 +74,23 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 			} else {
 				o.Patterns = args
 			}
-			if len(o.Patterns) == 0 {
-				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("trace: no function pattern"))
+			o.Filters.TGID, o.Filters.TID = pid, tid
+			o.RingbufSize = bufferSize
+			if stat {
+				o.Quiet = true
 			}
-			if o.Count < 0 {
-				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--count %d: want 0 (no limit) or more", o.Count))
+			if cmd.Flags().Changed("interval") {
+				o.SetInterval(interval)
 			}
-			if o.Output != "text" && o.Output != "json" && o.Output != "perfetto" {
-				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--output %q: want text, json or perfetto", o.Output))
+			if err := checkTraceInput(&o); err != nil {
+				return exitcode.Wrap(exitcode.BadInput, err)
+			}
+			if err := checkOutPath("-o", outFile); err != nil {
+				return exitcode.Wrap(exitcode.BadInput, err)
 			}
 			if err := needPrivilege("trace"); err != nil {
 				return err
 			}
-			o.Filters.TGID, o.Filters.TID = pid, tid
-			o.RingbufSize = bufferSize
 			o.Out = cmd.OutOrStdout()
 			o.Log = cmd.ErrOrStderr()
 			if outFile != "" && outFile != "-" {
@@ -83,10 +105,26 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 			defer stop()
 			o.Progress = attachProgress(cmd)
 			_, err := trace.Run(ctx, o)
-			return err
+			return traceExit(err)
 		},
 	}
+	if stat {
+		cmd.Use = "stat [flags] PATTERN... [-- COMMAND ARGS...]"
+		cmd.Short = "Count calls, errors and latency per kernel function, aggregated in the kernel"
+		cmd.Long = `stat attaches like trace, but streams no per-call record: the BPF programs
+build per-function tables in BPF maps (calls, errors by errno, mean, sum, max
+and a log-linear duration histogram) and stat prints them at exit, and every
+--interval the calls of that interval. Percentiles are the midpoint of the
+histogram bucket holding the nearest rank: within 6.25% of the exact value.
+--hist adds a log2 histogram per function; --output json writes one JSON line
+("type":"stat") per table. It is trace --quiet --summary.`
+		cmd.Example = `  ftprobe stat 'vfs_*' --duration 10s
+  ftprobe stat --hist --interval 1s vfs_read -- ftprobe workload read --count 100000
+  ftprobe stat --output json do_sys_openat2 -- ftprobe workload openfail`
+	}
 	f := cmd.Flags()
+	f.BoolVarP(&o.Quiet, "quiet", "q", false, "no per-call events: print only the kernel-built --summary/--hist tables (to stdout), as stat does")
+	f.DurationVar(&interval, "interval", 0, "with stat or --quiet: print the tables of the last interval at this period")
 	f.StringVar(&o.Mode, "mode", "auto", "auto, fentry, kprobe-multi, kprobe, fsession or fentry-multi")
 	f.StringArrayVar(&o.Excludes, "exclude", nil, "remove functions matching GLOB (repeatable)")
 	f.StringVar(&o.Output, "output", "text", "text, json (JSON lines, field names in README) or perfetto (Chrome trace-event JSON for ui.perfetto.dev; use with -o FILE.json)")
@@ -96,7 +134,7 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 	f.StringVar(&o.Filters.Comm, "comm", "", "only tasks with this comm, filtered in the kernel")
 	f.DurationVar(&o.Filters.MinDuration, "min-duration", 0, "only calls at least this long (emitted at exit with entry args)")
 	f.BoolVar(&o.Filters.ErrorsOnly, "errors", false, "only calls returning a negative int or an error pointer")
-	f.DurationVar(&o.Duration, "duration", 0, "stop after this long")
+	f.DurationVar(&o.Duration, "duration", 0, "stop after tracing this long: the window from attached to detach (attaching and detaching many functions take extra time, shown in -v and the summary)")
 	f.DurationVar(&o.StatsEvery, "stats-every", 0, "print a progress line at this interval: events, rate, losses, ftprobe's RSS and live Go heap")
 	f.IntVar(&o.Count, "count", 0, "stop after N events")
 	f.IntVar(&o.MaxFunctions, "max-functions", 2000, "refuse patterns matching more functions than this")
@@ -106,9 +144,74 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 	f.BoolVar(&o.Hist, "hist", false, "at exit, a log2 latency histogram per function (implies --summary)")
 	f.BoolVar(&o.Strings, "strings", false, "read char * arguments at entry (first 2 per call, 127 bytes each; … marks truncation, <fault> a failed read)")
 	f.BoolVar(&o.Stack, "stack", false, "record the kernel stack at entry (32 frames) and print it symbolized under the entry (JSON: \"stack\")")
+	f.StringArrayVar(&o.Args, "arg", nil, "record EXPR at each entry of the functions whose parameters it names, e.g. 'file->f_path.dentry->d_name.name' (repeatable, up to 4; C syntax, checked against BTF; [FUNCGLOB:]EXPR scopes it)")
+	f.StringArrayVar(&o.Predicates, "filter", nil, "keep only the calls for which EXPR holds, decided in the kernel: e.g. 'count > 4096 && ret == -EAGAIN' (parts on ret at exit, the entry then deferred; repeatable: each applies to the functions whose parameters it names, [FUNCGLOB:]EXPR scopes it)")
+	f.BoolVar(&o.DryRun, "dry-run", false, "resolve the patterns, type-check --arg/--filter, load and verify every program, attach nothing: print the plan and exit 0 (2 bad input, 3 unsupported)")
 	f.BoolVar(&o.Strict, "strict", false, "exit non-zero when any event or probe run was lost")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "print the plan: each function, its prototype, and why any was skipped")
 	return cmd
+}
+
+// checkTraceInput checks every flag, value, pattern and filter of trace
+// that needs no kernel, before anything touches one: the caller maps any
+// error to bad input (exit 2). The --pid/--tid targets must exist now
+// (trace.CheckTargets).
+func checkTraceInput(o *trace.Options) error {
+	if len(o.Patterns) == 0 {
+		return errors.New("trace: no function pattern")
+	}
+	for _, p := range o.Patterns {
+		if _, err := symbols.ParsePattern(p); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+	}
+	for _, p := range o.Excludes {
+		if _, err := symbols.ParsePattern(p); err != nil {
+			return fmt.Errorf("trace --exclude: %w", err)
+		}
+	}
+	if o.Mode != "auto" && !slices.Contains(trace.Modes, o.Mode) {
+		return fmt.Errorf("--mode %q: want auto, %s", o.Mode, strings.Join(trace.Modes, ", "))
+	}
+	if o.Count < 0 {
+		return fmt.Errorf("--count %d: want 0 (no limit) or more", o.Count)
+	}
+	if o.Output != "text" && o.Output != "json" && o.Output != "perfetto" {
+		return fmt.Errorf("--output %q: want text, json or perfetto", o.Output)
+	}
+	if o.Graph && o.Output != "text" {
+		return fmt.Errorf("--graph with --output %s: the call graph is a text view (drop one of them)", o.Output)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--duration", o.Duration}, {"--stats-every", o.StatsEvery}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s %s: want 0 (off) or more", d.flag, d.v)
+		}
+	}
+	if o.MaxFunctions < 0 {
+		return fmt.Errorf("--max-functions %d: want 0 (no limit) or more", o.MaxFunctions)
+	}
+	if err := attach.ValidateRingbufSize(o.RingbufSize); err != nil {
+		return fmt.Errorf("--buffer-size: %w", err)
+	}
+	if err := o.CheckQuiet(); err != nil {
+		return err
+	}
+	if err := o.Filters.Validate(); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if err := o.CheckExprs(); err != nil {
+		return err
+	}
+	if len(o.Command) > 0 && (o.Filters.TGID != 0 || o.Filters.TID != 0) {
+		return errors.New("trace: --pid/--tid with -- COMMAND: the command runs as a new process, which --pid/--tid would filter out (use one or the other)")
+	}
+	if err := trace.CheckTargets(o.Filters); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	return nil
 }
 
 // attachProgress draws a progress bar on a terminal stderr for attaches of
@@ -137,7 +240,31 @@ func newInternalExecCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return trace.ExecGated(args)
+			return traceExit(trace.ExecGated(args))
 		},
 	}
+}
+
+// traceExit turns an error of trace.Run or trace.ExecGated into ftprobe's
+// exit code by its class (trace.ClassOf): bad input 2, unsupported 3, the
+// traced command's own status as it is (reported already when the error
+// carries no message), anything else 1.
+func traceExit(err error) error {
+	if err == nil {
+		return nil
+	}
+	class, status := trace.ClassOf(err)
+	switch class {
+	case trace.ClassBadInput:
+		return exitcode.Wrap(exitcode.BadInput, err)
+	case trace.ClassUnsupported:
+		return exitcode.Wrap(exitcode.Unsupported, err)
+	case trace.ClassCommand:
+		var te *trace.Error
+		if errors.As(err, &te) && te.Err == nil {
+			return exitcode.Status(status)
+		}
+		return exitcode.Wrap(status, err)
+	}
+	return exitcode.Wrap(exitcode.Failure, err)
 }

@@ -32,15 +32,20 @@ func newVMCmd() *cobra.Command {
 the guest architecture and a Go init, runs 'ftprobe ARGS' (or --exec PATH ARGS)
 in the guest, streams the console and exits with the guest command's status.
 
---kernel is a path to a kernel image or debian:VERSION (7.3, 6.12, 6.1,
-latest), resolved through Debian's apt metadata from the archive this host's
+--kernel is a path to a kernel image or debian:VERSION (7.3, 7.2, 6.12, 6.1,
+latest; VERSION-rt, -16k or -cloud for Debian's PREEMPT_RT, 16 KiB-page and
+cloud flavours, e.g. debian:7.3-rt), resolved through Debian's apt metadata from the archive this host's
 apt already uses, downloaded once into the XDG cache (SHA-256 checked) and
 extracted without installing.`,
 		Example: `  ftprobe vm --kernel debian:7.3 --arch arm64 -- version
   ftprobe vm --kernel debian:6.12 --arch arm64 -- features
+  ftprobe vm --kernel debian:7.3-rt --arch arm64 -- trace --mode kprobe-multi vfs_read -- ftprobe workload read
   ftprobe vm --kernel ./arch/arm64/boot/Image -- trace vfs_read -- ftprobe workload read --count 3`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := lab.CheckAdd(add); err != nil {
+				return exitcode.Wrap(exitcode.BadInput, err)
+			}
+			if err := checkVMInput(arch, accel, guestBin, cpus, memory, timeout, env); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, err)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -80,7 +85,7 @@ extracted without installing.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&kernelSpec, "kernel", "debian:7.3", "kernel image path or debian:VERSION (7.3, 6.12, 6.1, latest)")
+	f.StringVar(&kernelSpec, "kernel", "debian:7.3", "kernel image path or debian:VERSION[-rt|-16k|-cloud] (7.3, 7.2, 6.12, 6.1, latest)")
 	f.StringVar(&arch, "arch", "", "guest architecture, arm64 or amd64 (default: from the image; arm64 for debian:)")
 	f.IntVar(&cpus, "cpus", 2, "guest CPUs")
 	f.IntVar(&memory, "memory", 1024, "guest memory in MiB")
@@ -138,4 +143,35 @@ func findGuestBinary(explicit, arch string) (string, error) {
 		return self, nil
 	}
 	return "", fmt.Errorf("vm: no ftprobe built for %s beside %s: run `make cross` or pass --guest-binary", arch, self)
+}
+
+// checkVMInput checks vm's flag values before any kernel is resolved or
+// downloaded; the caller maps an error to bad input (exit 2).
+func checkVMInput(arch, accel, guestBin string, cpus, memoryMiB int, timeout time.Duration, env []string) error {
+	if arch != "" && arch != "arm64" && arch != "amd64" {
+		return fmt.Errorf("vm --arch %q: want arm64 or amd64", arch)
+	}
+	if accel != "auto" && accel != "kvm" && accel != "tcg" {
+		return fmt.Errorf("vm --accel %q: want auto, kvm or tcg", accel)
+	}
+	if cpus < 1 {
+		return fmt.Errorf("vm --cpus %d: want 1 or more", cpus)
+	}
+	if memoryMiB < 128 {
+		return fmt.Errorf("vm --memory %d: want at least 128 (MiB; a Debian kernel and the initramfs need it)", memoryMiB)
+	}
+	if timeout <= 0 {
+		return fmt.Errorf("vm --timeout %s: want more than 0", timeout)
+	}
+	for _, e := range env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return fmt.Errorf("vm --env %q: want KEY=VALUE", e)
+		}
+	}
+	if guestBin != "" {
+		if _, err := os.Stat(guestBin); err != nil {
+			return fmt.Errorf("vm --guest-binary: %w", err)
+		}
+	}
+	return nil
 }

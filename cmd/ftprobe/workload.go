@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +16,7 @@ import (
 func newWorkloadCmd() *cobra.Command {
 	var s workload.Spec
 	var quiet bool
+	var children int
 	cmd := &cobra.Command{
 		Use:       "workload open|openfail|read|syscall",
 		Short:     "Generate known kernel activity (opens, reads, syscalls) for demos and tests",
@@ -20,8 +24,25 @@ func newWorkloadCmd() *cobra.Command {
 		ValidArgs: []string{"open", "openfail", "read", "syscall"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s.Kind = args[0]
+			if s.Interval < 0 {
+				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("workload --interval %s: want 0 or more", s.Interval))
+			}
 			if s.Kind == "openfail" && !cmd.Flags().Changed("path") {
 				s.Path = "/nonexistent/ftprobe-openfail"
+			}
+			if children < 0 {
+				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("workload --children %d: want 0 or more", children))
+			}
+			// Each child is this program again (fork+exec of
+			// /proc/self/exe), run to completion before this process
+			// does its own share: a process tree for --  COMMAND tests.
+			for i := 0; i < children; i++ {
+				c := exec.Command("/proc/self/exe", "workload", s.Kind, "--path", s.Path, "--count", strconv.Itoa(s.Count),
+					"--interval", s.Interval.String(), "--quiet="+strconv.FormatBool(quiet))
+				c.Stdout, c.Stderr = cmd.OutOrStdout(), os.Stderr
+				if err := c.Run(); err != nil {
+					return exitcode.Wrap(exitcode.Failure, fmt.Errorf("workload --children: child %d: %w", i+1, err))
+				}
 			}
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
@@ -39,5 +60,6 @@ func newWorkloadCmd() *cobra.Command {
 	cmd.Flags().StringVar(&s.Path, "path", "/etc/hostname", "file to open or read (openfail: a missing file, default /nonexistent/ftprobe-openfail)")
 	cmd.Flags().DurationVar(&s.Interval, "interval", 0, "pause between operations")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing")
+	cmd.Flags().IntVar(&children, "children", 0, "also run the workload in this many child processes, one after another, before this one")
 	return cmd
 }

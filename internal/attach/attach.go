@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/expr"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
@@ -46,12 +48,13 @@ const (
 
 // Event mode values, as the BPF side writes them (enum ftp_mode).
 const (
-	EventModeFentry        = 1
-	EventModeKprobeMulti   = 2
-	EventModeKprobe        = 3
-	EventModeFSession      = 4
-	EventModeFentryMulti   = 5
-	EventModeFSessionMulti = 6
+	EventModeFentry        = uint8(bpfobj.TraceFtpModeFTP_MODE_FENTRY)
+	EventModeKprobeMulti   = uint8(bpfobj.TraceFtpModeFTP_MODE_KPROBE_MULTI)
+	EventModeKprobe        = uint8(bpfobj.TraceFtpModeFTP_MODE_KPROBE)
+	EventModeFSession      = uint8(bpfobj.TraceFtpModeFTP_MODE_FSESSION)
+	EventModeFentryMulti   = uint8(bpfobj.TraceFtpModeFTP_MODE_FENTRY_MULTI)
+	EventModeFSessionMulti = uint8(bpfobj.TraceFtpModeFTP_MODE_FSESSION_MULTI)
+	EventModeKprobeSession = uint8(bpfobj.TraceFtpModeFTP_MODE_KPROBE_SESSION)
 )
 
 // Filters are applied in the kernel, at entry and at exit.
@@ -62,6 +65,26 @@ type Filters struct {
 	Tree        bool          // only processes added with AddTGID and their descendants
 	MinDuration time.Duration // emit only calls at least this long (at exit, with entry args)
 	ErrorsOnly  bool          // emit only calls returning a negative int / error pointer
+}
+
+// ErrBadFilter is wrapped by Filters.Validate: a filter value the kernel
+// side cannot hold. Bad input.
+var ErrBadFilter = errors.New("bad filter")
+
+// CommLen is the kernel's comm size without its NUL (TASK_COMM_LEN - 1).
+const CommLen = 15
+
+// Validate checks the filter values that need no kernel: Comm at most
+// CommLen bytes (a longer name never equals a task's comm), durations not
+// negative. Errors wrap ErrBadFilter.
+func (f Filters) Validate() error {
+	if len(f.Comm) > CommLen {
+		return fmt.Errorf("--comm %q: %w: %d bytes, longer than the kernel's %d-byte comm (TASK_COMM_LEN 16 with its NUL), so no task would match", f.Comm, ErrBadFilter, len(f.Comm), CommLen)
+	}
+	if f.MinDuration < 0 {
+		return fmt.Errorf("--min-duration %s: %w: want 0 (off) or more", f.MinDuration, ErrBadFilter)
+	}
+	return nil
 }
 
 // Limits of the record tail (bpf/trace.bpf.c FTP_MAX_STRS, FTP_STR_LEN,
@@ -85,11 +108,34 @@ type Options struct {
 	// record, up to StrMax strings of StrLen bytes each.
 	Strings bool
 	// Stack records the kernel stack at entry (up to StackDepth frames).
-	Stack       bool
+	Stack bool
+	// NoEvents streams no per-call record (aggregation only: Aggregate).
+	NoEvents bool
+	// Aggregate builds per-function tables in BPF maps (Tracer.Aggregates):
+	// calls, errors by errno, duration sum, max and histogram.
+	Aggregate bool
+	// KprobePair makes kprobe-multi mode use the kprobe.multi +
+	// kretprobe.multi pair even where one kprobe.session link would do
+	// (compare measures both).
+	KprobePair  bool
 	RingbufSize uint32 // bytes; a power-of-two multiple of the page size (default 4 MiB)
 	Kernel      *kfeat.Info
+	// BTF is the kernel BTF cache shared by every program load (CO-RE,
+	// attach targets); symbols.Kernel.BTF passes the one symbol
+	// resolution already decoded. nil: one cache for this Open. Each
+	// decode of vmlinux BTF cost seconds under arm64 TCG, and a fentry
+	// trace made five (session 5).
+	BTF *btf.Cache
 	// Progress, when set, is called as functions attach (fentry).
 	Progress func(done, total int)
+	// Exprs are the compiled --arg/--filter programs by function ID
+	// (expr.Set.Compile); functions without one are neither filtered
+	// nor given values. Not with Strings or Stack.
+	Exprs map[uint32]*expr.Plan
+	// DryRun loads every program the mode would attach (the kernel
+	// verifies each) and attaches none: Tracer.Verified counts them, and
+	// the Tracer only needs Close (trace --dry-run).
+	DryRun bool
 	// AttachMulti replaces link.KprobeMulti (tests).
 	AttachMulti func(prog *ebpf.Program, opts link.KprobeMultiOptions, ret bool) (link.Link, error)
 }
@@ -108,7 +154,17 @@ type Tracer struct {
 	Attached []*symbols.Func // attached functions
 	Failed   []Failure       // functions left out, with reasons
 
-	maps      bpfobj.TraceMaps
+	maps     bpfobj.TraceMaps
+	coll     *ebpf.Collection // every map of the object, .bss and .rodata included
+	armed    *ebpf.Variable   // armed (.bss)
+	stats    *ebpf.Variable   // ftp_stats (.bss)
+	aggFuncs []*symbols.Func  // functions of the aggs table, by id
+	// Verified is the number of programs loaded by a DryRun.
+	Verified int
+	// Frames says where the per-thread frame stacks live: "task storage"
+	// or, where a program type cannot use it, "hash".
+	Frames    string
+	comm      []link.Link // comm tracking (task_rename, sched_process_exec)
 	progs     []*ebpf.Program
 	links     []link.Link
 	fork      link.Link         // --tree: follows forks into tgids
@@ -117,7 +173,8 @@ type Tracer struct {
 	multi     []link.Link       // kprobe-multi links (entry, exit)
 	tramp     *TrampolineLoader // fsession, fentry-multi
 	closeOnce sync.Once
-	missed    uint64 // kprobe.multi missed runs read at Detach
+	missed    uint64                   // kprobe.multi missed runs read at Detach
+	progFunc  map[*ebpf.Program]string // per-function programs: the function
 
 }
 
@@ -137,7 +194,27 @@ func ValidateRingbufSize(n uint32) error {
 // error explained by kfeat.Info.Explain and leaves nothing attached.
 // Minimum kernel: fentry 5.19 (attach cookies), arm64 6.4 (direct calls);
 // kprobe-multi 5.18 with CONFIG_FPROBE, arm64 6.14.
-func Open(opts Options) (_ *Tracer, err error) {
+func Open(opts Options) (*Tracer, error) {
+	t, err := open(opts, false)
+	if err != nil && needsHashFrames(err) {
+		// A kprobe program type that cannot use task storage (before
+		// 6.2): keep the frames in a hash keyed by tid instead.
+		return open(opts, true)
+	}
+	return t, err
+}
+
+// needsHashFrames reports whether a load failed because the program type
+// may not call bpf_task_storage_get.
+func needsHashFrames(err error) bool {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return strings.Contains(fmt.Sprintf("%+v", ve), "task_storage")
+	}
+	return strings.Contains(err.Error(), "task_storage")
+}
+
+func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if opts.Kernel == nil {
 		opts.Kernel = kfeat.Load()
 	}
@@ -147,6 +224,9 @@ func Open(opts Options) (_ *Tracer, err error) {
 	if opts.RingbufSize == 0 {
 		opts.RingbufSize = 4 << 20
 	}
+	if opts.BTF == nil {
+		opts.BTF = btf.NewCache() // safe for concurrent use (cilium/ebpf v0.22)
+	}
 	if err := ValidateRingbufSize(opts.RingbufSize); err != nil {
 		return nil, err
 	}
@@ -154,32 +234,75 @@ func Open(opts Options) (_ *Tracer, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("load BPF object: %w", err)
 	}
+	all := append(append([]*symbols.Func{}, opts.Funcs...), opts.MultiFuncs...)
 	spec.Maps["events"].MaxEntries = opts.RingbufSize
-	spec.Maps["funcs"].MaxEntries = uint32(max(len(opts.Funcs)+len(opts.MultiFuncs), 1))
-	if err := setFilters(spec, opts.Filters, opts.Strings, opts.Stack); err != nil {
+	if opts.Aggregate {
+		spec.Maps["aggs"].MaxEntries = uint32(max(len(all), 1))
+	}
+	if len(opts.Exprs) > 0 {
+		if opts.Strings || opts.Stack {
+			return nil, fmt.Errorf("attach: --arg/--filter with --strings or --stack: %w", ErrBadFilter)
+		}
+		spec.Maps["xprogs"].MaxEntries = uint32(max(len(all), 1))
+	}
+	if err := setFilters(spec, opts, hashFrames); err != nil {
 		return nil, err
 	}
-	t := &Tracer{Mode: opts.Mode}
+	t := &Tracer{Mode: opts.Mode, Frames: "task storage"}
+	if hashFrames {
+		t.Frames = "hash"
+	}
+	if opts.Aggregate {
+		t.aggFuncs = make([]*symbols.Func, len(all))
+		for _, f := range all {
+			if int(f.ID) < len(all) {
+				t.aggFuncs[f.ID] = f
+			}
+		}
+	}
 	defer func() {
 		if err != nil {
 			t.Close() // detach and free whatever was attached before the failure
 		}
 	}()
-	if err := spec.LoadAndAssign(&t.maps, nil); err != nil {
+	// Every map once, .bss and .rodata included: each program loaded
+	// later shares them (armed and the counters live in .bss).
+	t.coll, err = ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
+		Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
+	}, ebpf.CollectionOptions{Cache: opts.BTF})
+	if err != nil {
 		return nil, opts.Kernel.Explain(opts.Mode, "", fmt.Errorf("create maps: %w", err))
 	}
-	for _, f := range append(append([]*symbols.Func{}, opts.Funcs...), opts.MultiFuncs...) {
-		fl := FuncFlags(f)
-		if opts.Strings {
-			fl |= StringFlags(f)
+	// Every program shares these maps (Assign takes the named ones out
+	// of the collection, so they are listed first).
+	repl := map[string]*ebpf.Map{}
+	for k, v := range t.coll.Maps {
+		repl[k] = v
+	}
+	if err := t.coll.Assign(&t.maps); err != nil {
+		return nil, fmt.Errorf("assign maps: %w", err)
+	}
+	for id, p := range opts.Exprs {
+		if p == nil || int(id) >= len(all) {
+			continue
 		}
-		if err := t.maps.Funcs.Put(f.ID, fl); err != nil {
-			return nil, fmt.Errorf("funcs map: %w", err)
+		x := p.Encode()
+		if err := t.maps.Xprogs.Update(id, &x, ebpf.UpdateAny); err != nil {
+			return nil, fmt.Errorf("attach: store the --arg/--filter program of function %d: %w", id, err)
 		}
 	}
-	repl := map[string]*ebpf.Map{
-		"events": t.maps.Events, "stacks": t.maps.Stacks, "zero_stack": t.maps.ZeroStack,
-		"stats": t.maps.Stats, "funcs": t.maps.Funcs, "tgids": t.maps.Tgids, "armed": t.maps.Armed,
+	t.armed, t.stats = t.coll.Variables["armed"], t.coll.Variables["ftp_stats"]
+	if t.armed == nil || t.stats == nil {
+		return nil, errors.New("BPF object lacks the armed or ftp_stats variable")
+	}
+	if opts.DryRun {
+		if err := t.verifyOnly(spec, repl, opts); err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	if !opts.NoEvents {
+		t.attachComm(spec, repl, opts.BTF)
 	}
 	if opts.Filters.Tree {
 		var p struct {
@@ -187,19 +310,19 @@ func Open(opts Options) (_ *Tracer, err error) {
 			Exit *ebpf.Program `ebpf:"ftp_exit"`
 			Exec *ebpf.Program `ebpf:"ftp_exec"`
 		}
-		if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl, Cache: opts.BTF}); err != nil {
 			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork/exit/exec (the tree filter)", err)
 		}
 		t.progs = append(t.progs, p.Fork, p.Exit, p.Exec)
 		// Exit first: a process is then forgotten from the moment any
 		// process is followed.
-		if t.exit, err = link.AttachTracing(link.TracingOptions{Program: p.Exit}); err != nil {
+		if t.exit, err = LinkFunc(p.Exit, ebpf.AttachNone, 0); err != nil {
 			return nil, opts.Kernel.Explain("tp_btf", "sched_process_exit", err)
 		}
-		if t.exec, err = link.AttachTracing(link.TracingOptions{Program: p.Exec}); err != nil {
+		if t.exec, err = LinkFunc(p.Exec, ebpf.AttachNone, 0); err != nil {
 			return nil, opts.Kernel.Explain("tp_btf", "sched_process_exec", err)
 		}
-		if t.fork, err = link.AttachTracing(link.TracingOptions{Program: p.Fork}); err != nil {
+		if t.fork, err = LinkFunc(p.Fork, ebpf.AttachNone, 0); err != nil {
 			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork", err)
 		}
 	}
@@ -233,13 +356,144 @@ func Open(opts Options) (_ *Tracer, err error) {
 		return nil, err
 	}
 	// Every link is in place: start recording (see `armed` in trace.bpf.c).
-	if err := t.maps.Armed.Put(uint32(0), uint32(1)); err != nil {
+	if err := t.armed.Set(uint32(1)); err != nil {
 		return nil, fmt.Errorf("arm: %w", err)
 	}
 	return t, nil
 }
 
-func setFilters(spec *ebpf.CollectionSpec, f Filters, strs, stack bool) error {
+// verifyOnly loads every program opts.Mode would attach, per function
+// where the program is bound to one, and attaches nothing (DryRun).
+func (t *Tracer) verifyOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	keep := func(p *ebpf.Program) {
+		t.progs = append(t.progs, p)
+		t.Verified++
+	}
+	plain := func(mode string, fs []*symbols.Func, names ...string) error {
+		for _, n := range names {
+			p, err := loadWithMaps(spec, n, repl, opts.BTF)
+			if err != nil {
+				return opts.Kernel.Explain(mode, describeFuncs(fs), err)
+			}
+			keep(p)
+		}
+		return nil
+	}
+	fentry := func(fs []*symbols.Func) error {
+		local := spec.Copy()
+		cache := opts.BTF
+		for _, f := range fs {
+			for _, n := range []string{"ftp_fentry", "ftp_fexit"} {
+				if n == "ftp_fexit" && f.EntryOnly != "" {
+					break
+				}
+				local.Programs[n].AttachTo = f.BTFName
+				p, err := loadWithMaps(local, n, repl, cache)
+				if err != nil {
+					return opts.Kernel.Explain(strings.TrimPrefix(n, "ftp_"), f.Display(), err)
+				}
+				keep(p)
+			}
+		}
+		return nil
+	}
+	trampolines := func(mode string, fs []*symbols.Func) error {
+		ld, err := t.trampolineLoader(spec, repl, opts.BTF)
+		if err != nil {
+			return opts.Kernel.Explain(mode, describeFuncs(fs), err)
+		}
+		load := func(name string, at ebpf.AttachType, target, what string) error {
+			p, err := ld.Load(name, at, target)
+			if err != nil {
+				return opts.Kernel.Explain(mode, what, err)
+			}
+			keep(p)
+			return nil
+		}
+		if mode == ModeFSession {
+			if err := CheckAttachType(AttachTraceFSession); err != nil {
+				return opts.Kernel.Explain("fsession", describeFuncs(fs), err)
+			}
+			for _, f := range fs {
+				if f.EntryOnly != "" {
+					if err := fentry([]*symbols.Func{f}); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := load("ftp_fsession", AttachTraceFSession, f.BTFName, f.Display()); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		var eo []*symbols.Func
+		for _, f := range fs {
+			if f.EntryOnly != "" {
+				eo = append(eo, f)
+			}
+		}
+		if err := fentry(eo); err != nil {
+			return err
+		}
+		if err := CheckAttachType(AttachTraceFEntryMulti); err != nil {
+			return opts.Kernel.Explain("fentry.multi", describeFuncs(fs), err)
+		}
+		if CheckAttachType(AttachTraceFSessionMulti) == nil {
+			return load("ftp_fsession_multi", AttachTraceFSessionMulti, MultiTarget, describeFuncs(fs))
+		}
+		if err := load("ftp_fentry_multi", AttachTraceFEntryMulti, MultiTarget, describeFuncs(fs)); err != nil {
+			return err
+		}
+		return load("ftp_fexit_multi", AttachTraceFExitMulti, MultiTarget, describeFuncs(fs))
+	}
+	switch opts.Mode {
+	case ModeFentry:
+		return fentry(opts.Funcs)
+	case ModeKprobeMulti:
+		return plain("kprobe.multi", opts.Funcs, "ftp_kmulti", "ftp_kretmulti")
+	case ModeKprobe:
+		return plain("kprobe", opts.Funcs, "ftp_kprobe", "ftp_kretprobe")
+	case ModeFSession, ModeFentryMulti:
+		return trampolines(opts.Mode, opts.Funcs)
+	case ModeMixed:
+		var err error
+		if opts.MixedTrampoline == ModeFentryMulti {
+			t.Mode = ModeFentryMulti + "+" + ModeKprobeMulti
+			err = trampolines(ModeFentryMulti, opts.Funcs)
+		} else {
+			err = fentry(opts.Funcs)
+		}
+		if err == nil && len(opts.MultiFuncs) > 0 {
+			err = plain("kprobe.multi", opts.MultiFuncs, "ftp_kmulti", "ftp_kretmulti")
+		}
+		return err
+	}
+	return fmt.Errorf("attach: unknown mode %q", opts.Mode)
+}
+
+// attachComm attaches the comm-tracking tracepoints (task_rename,
+// sched_process_exec). Without them a thread renamed after its first
+// record keeps its old comm in the output; that is all, so a failure is
+// not fatal.
+func (t *Tracer) attachComm(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, cache *btf.Cache) {
+	var p struct {
+		Rename *ebpf.Program `ebpf:"ftp_rename"`
+		Exec   *ebpf.Program `ebpf:"ftp_comm_exec"`
+	}
+	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl, Cache: cache}); err != nil {
+		return
+	}
+	t.progs = append(t.progs, p.Rename, p.Exec)
+	for _, pr := range []*ebpf.Program{p.Rename, p.Exec} {
+		if l, err := LinkFunc(pr, ebpf.AttachNone, 0); err == nil {
+			t.comm = append(t.comm, l)
+		}
+	}
+}
+
+func setFilters(spec *ebpf.CollectionSpec, opts Options, hashFrames bool) error {
+	f := opts.Filters
 	set := func(name string, v any) error {
 		vs, ok := spec.Variables[name]
 		if !ok {
@@ -251,10 +505,18 @@ func setFilters(spec *ebpf.CollectionSpec, f Filters, strs, stack bool) error {
 		return nil
 	}
 	var comm [16]byte
-	if len(f.Comm) > 15 {
-		return fmt.Errorf("--comm %q: longer than the kernel's 15-byte comm", f.Comm)
+	if err := f.Validate(); err != nil {
+		return err
 	}
 	copy(comm[:], f.Comm)
+	var xe, xx, xv bool
+	for _, p := range opts.Exprs {
+		if p != nil {
+			xe = xe || len(p.EntryOps) > 0
+			xx = xx || len(p.ExitOps) > 0
+			xv = xv || len(p.Values) > 0
+		}
+	}
 	b2u8 := func(b bool) uint8 {
 		if b {
 			return 1
@@ -268,7 +530,13 @@ func setFilters(spec *ebpf.CollectionSpec, f Filters, strs, stack bool) error {
 		{"filter_tgid", f.TGID}, {"filter_tid", f.TID}, {"filter_tree", b2u8(f.Tree)},
 		{"filter_comm_len", uint8(len(f.Comm))}, {"filter_comm", comm},
 		{"min_duration_ns", uint64(f.MinDuration.Nanoseconds())}, {"errors_only", b2u8(f.ErrorsOnly)},
-		{"want_strings", b2u8(strs)}, {"want_stack", b2u8(stack)},
+		{"want_strings", b2u8(opts.Strings)}, {"want_stack", b2u8(opts.Stack)},
+		{"want_events", b2u8(!opts.NoEvents)}, {"want_agg", b2u8(opts.Aggregate)},
+		{"frames_in_hash", b2u8(hashFrames)},
+		{"x_entry", b2u8(xe)}, {"x_exit", b2u8(xx)}, {"x_vals", b2u8(xv)},
+		// Wake the reader (which polls every 100 ms anyway) once a
+		// quarter of the ring is unread.
+		{"wakeup_bytes", opts.RingbufSize / 4},
 	} {
 		if err := set(e.n, e.v); err != nil {
 			return err
@@ -280,14 +548,17 @@ func setFilters(spec *ebpf.CollectionSpec, f Filters, strs, stack bool) error {
 func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
 	raiseNofile(4*len(opts.Funcs) + 256) // 2 programs + 2 links per function
 	newWorker := func() func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
-		local := spec.Copy()
-		cache := btf.NewCache() // per worker: a Cache is not safe for concurrent use
+		local := spec.Copy() // per worker: AttachTo changes per function
+		cache := opts.BTF
 		return func(f *symbols.Func) (progs []*ebpf.Program, links []link.Link, err error) {
 			for _, pt := range []struct {
 				name string
 				at   ebpf.AttachType
 				mode string
 			}{{"ftp_fentry", ebpf.AttachTraceFEntry, "fentry"}, {"ftp_fexit", ebpf.AttachTraceFExit, "fexit"}} {
+				if pt.at == ebpf.AttachTraceFExit && f.EntryOnly != "" {
+					break // the verifier rejects fexit on a noreturn function
+				}
 				// Entry first: a call in flight when its exit probe
 				// arrives then returns "without entry" only if it
 				// started before the entry probe, which is counted
@@ -298,7 +569,7 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 					return progs, links, opts.Kernel.Explain(pt.mode, f.Display(), err)
 				}
 				progs = append(progs, prog)
-				l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: pt.at, Cookie: uint64(f.ID)})
+				l, err := LinkFunc(prog, pt.at, Cookie(f))
 				if err != nil {
 					return progs, links, opts.Kernel.Explain(pt.mode, f.Display(), err)
 				}
@@ -368,6 +639,12 @@ func (t *Tracer) perFunction(opts Options, newWorker func() func(f *symbols.Func
 		t.progs = append(t.progs, r.progs...)
 		t.links = append(t.links, r.links...)
 		t.Attached = append(t.Attached, r.f)
+		if t.progFunc == nil {
+			t.progFunc = map[*ebpf.Program]string{}
+		}
+		for _, p := range r.progs {
+			t.progFunc[p] = r.f.Display()
+		}
 	}
 	sort.Slice(t.Attached, func(i, j int) bool { return t.Attached[i].ID < t.Attached[j].ID })
 	sort.Slice(t.Failed, func(i, j int) bool { return t.Failed[i].Func.ID < t.Failed[j].Func.ID })
@@ -380,45 +657,33 @@ func (t *Tracer) perFunction(opts Options, newWorker func() func(f *symbols.Func
 	return nil
 }
 
-// loadWithMaps loads one program of spec with the tracer's maps.
+// loadWithMaps loads one program of spec with the tracer's maps
+// (LoadProgram, its target as spec says).
 func loadWithMaps(spec *ebpf.CollectionSpec, name string, repl map[string]*ebpf.Map, cache *btf.Cache) (*ebpf.Program, error) {
-	var out *ebpf.Program
-	coll := &ebpf.CollectionSpec{
-		Maps:      spec.Maps,
-		Programs:  map[string]*ebpf.ProgramSpec{name: spec.Programs[name]},
-		Variables: spec.Variables,
-		Types:     spec.Types,
-		ByteOrder: spec.ByteOrder,
-	}
-	c, err := ebpf.NewCollectionWithOptions(coll, ebpf.CollectionOptions{MapReplacements: repl, Cache: cache})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	out = c.DetachProgram(name)
-	if out == nil {
-		return nil, fmt.Errorf("program %s missing after load", name)
-	}
-	return out, nil
+	return LoadProgram(spec, name, "", repl, cache)
 }
 
 func (t *Tracer) openKprobeMulti(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	if !opts.KprobePair && opts.AttachMulti == nil {
+		// One kprobe.session link (6.10; the program needs the 7.0
+		// bpf_session_is_return(ctx)) where the kernel takes it: one
+		// program run at entry and at return, and a call rejected at
+		// entry has no return run at all.
+		if err := t.openKprobeSession(spec, repl, opts); err == nil {
+			return nil
+		}
+	}
 	var p struct {
 		Entry *ebpf.Program `ebpf:"ftp_kmulti"`
 		Exit  *ebpf.Program `ebpf:"ftp_kretmulti"`
 	}
-	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl, Cache: opts.BTF}); err != nil {
 		return opts.Kernel.Explain("kprobe.multi", describeFuncs(opts.Funcs), err)
 	}
 	t.progs = append(t.progs, p.Entry, p.Exit)
 	attach := opts.AttachMulti
 	if attach == nil {
-		attach = func(prog *ebpf.Program, o link.KprobeMultiOptions, ret bool) (link.Link, error) {
-			if ret {
-				return link.KretprobeMulti(prog, o)
-			}
-			return link.KprobeMulti(prog, o)
-		}
+		attach = linkMulti
 	}
 	// Find the functions the kernel refuses, by bisection, on the entry link.
 	tryEntry := func(fs []*symbols.Func) (link.Link, error) {
@@ -429,12 +694,46 @@ func (t *Tracer) openKprobeMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 		return opts.Kernel.Explain("kprobe.multi", describeFuncs(opts.Funcs), err)
 	}
 	t.multi = append(t.multi, entry)
-	exit, err := attach(p.Exit, multiOpts(good), true)
-	if err != nil {
-		return opts.Kernel.Explain("kretprobe.multi", describeFuncs(good), err)
+	// Entry-only functions keep the entry link only: a return probe on a
+	// function that never returns would never fire.
+	if ex := exitFuncs(good); len(ex) > 0 {
+		exit, err := attach(p.Exit, multiOpts(ex), true)
+		if err != nil {
+			return opts.Kernel.Explain("kretprobe.multi", describeFuncs(ex), err)
+		}
+		t.multi = append(t.multi, exit)
 	}
-	t.multi = append(t.multi, exit)
 	t.addMultiResult(good, bad, "kprobe.multi", opts)
+	return nil
+}
+
+// openKprobeSession attaches one kprobe.session link for opts.Funcs, or
+// fails leaving nothing attached (the caller then uses the pair).
+func (t *Tracer) openKprobeSession(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	var p struct {
+		Prog *ebpf.Program `ebpf:"ftp_ksession"`
+	}
+	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl, Cache: opts.BTF}); err != nil {
+		return err
+	}
+	try := func(fs []*symbols.Func) (link.Link, error) {
+		o := multiOpts(fs)
+		o.Session = true
+		return linkMulti(p.Prog, o, false)
+	}
+	good, bad, l, err := Bisect(opts.Funcs, try)
+	if err != nil && len(good) == 0 {
+		p.Prog.Close()
+		return err
+	}
+	t.progs = append(t.progs, p.Prog)
+	t.multi = append(t.multi, l)
+	t.addMultiResult(good, bad, "kprobe.session", opts)
+	if t.Variant == "" {
+		t.Variant = "kprobe.session"
+	} else {
+		t.Variant += "+kprobe.session"
+	}
 	return nil
 }
 
@@ -443,7 +742,7 @@ func (t *Tracer) openKprobe(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 		Entry *ebpf.Program `ebpf:"ftp_kprobe"`
 		Exit  *ebpf.Program `ebpf:"ftp_kretprobe"`
 	}
-	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl, Cache: opts.BTF}); err != nil {
 		return opts.Kernel.Explain("kprobe", describeFuncs(opts.Funcs), err)
 	}
 	t.progs = append(t.progs, p.Entry, p.Exit)
@@ -457,8 +756,7 @@ func (t *Tracer) openKprobe(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 			t.Failed = append(t.Failed, Failure{f, fmt.Errorf("%s in kprobe mode: one of %d copies; a kprobe by name reaches only the first (use kprobe-multi)", f.Display(), f.Copies)})
 			continue
 		}
-		ko := &link.KprobeOptions{Cookie: uint64(f.ID)}
-		in, err := link.Kprobe(f.Name, p.Entry, ko)
+		in, err := LinkKprobe(p.Entry, f.Name, false, Cookie(f))
 		if err != nil {
 			e := opts.Kernel.Explain("kprobe", f.Display(), err)
 			t.Failed = append(t.Failed, Failure{f, e})
@@ -468,13 +766,17 @@ func (t *Tracer) openKprobe(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 			}
 			continue
 		}
-		out, err := link.Kretprobe(f.Name, p.Exit, ko)
-		if err != nil {
-			in.Close()
-			t.Failed = append(t.Failed, Failure{f, opts.Kernel.Explain("kretprobe", f.Display(), err)})
-			continue
+		t.links = append(t.links, in)
+		if f.EntryOnly == "" {
+			out, err := LinkKprobe(p.Exit, f.Name, true, Cookie(f))
+			if err != nil {
+				in.Close()
+				t.links = t.links[:len(t.links)-1]
+				t.Failed = append(t.Failed, Failure{f, opts.Kernel.Explain("kretprobe", f.Display(), err)})
+				continue
+			}
+			t.links = append(t.links, out)
 		}
-		t.links = append(t.links, in, out)
 		t.Attached = append(t.Attached, f)
 	}
 	if len(t.Attached) == 0 {
@@ -499,7 +801,7 @@ func multiOpts(fs []*symbols.Func) link.KprobeMultiOptions {
 	o := link.KprobeMultiOptions{}
 	for _, f := range fs {
 		o.Addresses = append(o.Addresses, uintptr(f.Addr))
-		o.Cookies = append(o.Cookies, uint64(f.ID))
+		o.Cookies = append(o.Cookies, Cookie(f))
 	}
 	return o
 }
@@ -550,25 +852,65 @@ func Bisect(fs []*symbols.Func, try func([]*symbols.Func) (link.Link, error)) (g
 	return good, bad, l, nil
 }
 
+// FlagEntryOnly is FuncFlags' bit for a function traced at entry only
+// (symbols.Func.EntryOnly): its entry pushes no frame on the thread's
+// stack, since no exit would pop it, and skips the exit run in the
+// session modes (FTP_FN_ENTRY_ONLY in bpf/trace.bpf.c).
+const FlagEntryOnly = uint32(bpfobj.TraceFtpFuncFlagsFTP_FN_ENTRY_ONLY)
+
 // FuncFlags encodes a function's return type for the BPF side (enum
 // ftp_func_flags in bpf/trace.bpf.c): bit 0 signed, bit 1 pointer, bit 2
-// void, bits 8-15 size in bytes (0 = unknown, keep 64 bits).
+// void, bit 3 entry only (FlagEntryOnly), bits 8-15 size in bytes (0 =
+// unknown, keep 64 bits).
 func FuncFlags(f *symbols.Func) uint32 {
+	var fl uint32
+	if f.EntryOnly != "" {
+		fl = FlagEntryOnly
+	}
 	if f.Proto == nil {
-		return 0
+		return fl
 	}
 	p := f.Proto
 	switch {
 	case p.RetKind == symbols.RetVoid:
-		return 4
+		return fl | 4
 	case p.RetKind == symbols.RetPtr:
-		return 2
+		return fl | 2
 	}
-	fl := p.RetSize << 8
+	fl |= p.RetSize << 8
 	if p.RetSigned {
 		fl |= 1
 	}
 	return fl
+}
+
+// MaxArgs is the number of arguments a record carries at most
+// (FTP_MAX_ARGS in bpf/trace.bpf.c).
+const MaxArgs = 6
+
+// Cookie is the attach cookie of f (bpf_get_attach_cookie): bits 0-31
+// the function id, bits 32-63 its flags: FuncFlags, StringFlags, and in
+// bits 24-27 of the flags the number of arguments the kprobe modes read
+// from the registers (BTF's count, at most MaxArgs; MaxArgs without BTF).
+func Cookie(f *symbols.Func) uint64 {
+	n := uint32(MaxArgs)
+	if f.Proto != nil && f.ProtoErr == "" {
+		n = uint32(min(len(f.Proto.Params), MaxArgs))
+	}
+	fl := FuncFlags(f) | StringFlags(f) | n<<24
+	return uint64(f.ID) | uint64(fl)<<32
+}
+
+// exitFuncs returns the functions of fs whose exit is hooked: all but the
+// entry-only ones (symbols.Func.EntryOnly).
+func exitFuncs(fs []*symbols.Func) []*symbols.Func {
+	var out []*symbols.Func
+	for _, f := range fs {
+		if f.EntryOnly == "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // StringArgs returns the indexes of the parameters of f that --strings
@@ -635,76 +977,126 @@ func (t *Tracer) TreeSize() int {
 
 // Losses counts everything that was not delivered. Calls in flight when
 // the trace started or stopped (NoEntry, OpenAtExit) are reported but are
-// not losses.
+// not losses. The counts that are not losses (hits, rejected calls,
+// skipped functions) are left out of its JSON: the trace summary carries
+// them at its top level.
 type Losses struct {
 	RingbufDrops   uint64 `json:"ringbuf_drops"`        // bpf_ringbuf_reserve failures (ringbuf full)
 	NoEntry        uint64 `json:"exits_without_entry"`  // exits with no matching entry frame
 	DepthOverflow  uint64 `json:"depth_overflow"`       // entries deeper than the per-thread stack
 	Unwound        uint64 `json:"unwound_frames"`       // entries whose own exit was never seen
 	StackFull      uint64 `json:"stack_map_full"`       // threads without a stack slot
-	EntryHits      uint64 `json:"entry_hits"`           // entries that passed the filters
-	ExitHits       uint64 `json:"exit_hits"`            // exits that passed the filters, or whose entry did (a filter decides at entry)
+	EntryHits      uint64 `json:"-"`                    // entries that passed the filters
+	ExitHits       uint64 `json:"-"`                    // exits that passed the filters, or whose entry did (a filter decides at entry)
 	KprobeMissed   uint64 `json:"kprobe_missed"`        // fprobe missed runs (kprobe.multi link info, 6.7+)
 	RecursionMiss  uint64 `json:"recursion_misses"`     // program runs skipped by recursion protection
 	OpenAtExit     uint64 `json:"entries_without_exit"` // frames still open when the trace stopped
 	StringFaults   uint64 `json:"string_faults"`        // --strings reads that failed (shown as <fault>)
 	StackFailures  uint64 `json:"stack_failures"`       // --stack: bpf_get_stack failures (no stack on the record)
 	TreeFull       uint64 `json:"tree_not_followed"`    // forked processes of the traced command not followed (tgids map full)
-	SkippedFuncs   int    `json:"skipped_functions"`
-	FailedAttaches int    `json:"failed_attaches"`
+	ErrnoFull      uint64 `json:"errno_not_counted"`    // errors whose errno the aggregation could not count (errs map full)
+	FilterRejects  uint64 `json:"-"`                    // calls --filter rejected (not a loss)
+	ExprFaults     uint64 `json:"expr_faults"`          // --arg/--filter reads that faulted (<fault>, or the comparison false)
+	SkippedFuncs   int    `json:"-"`
+	FailedAttaches int    `json:"failed_attaches"` // functions that matched but failed to attach
 }
 
 // Any reports whether anything was lost: ringbuf drops, fprobe missed
 // runs, recursion misses, frames beyond the stack or without a stack slot,
 // frames unwound without their own exit (a missed exit probe run), and
-// string reads or stacks that failed (the event arrived without them).
+// string reads, --arg/--filter reads or stacks that failed (the event
+// arrived without them).
 func (l Losses) Any() bool {
-	return l.RingbufDrops+l.DepthOverflow+l.Unwound+l.StackFull+l.KprobeMissed+l.RecursionMiss+l.StringFaults+l.StackFailures+l.TreeFull > 0
+	return l.RingbufDrops+l.DepthOverflow+l.Unwound+l.StackFull+l.KprobeMissed+l.RecursionMiss+l.StringFaults+l.StackFailures+l.TreeFull+l.ErrnoFull+l.ExprFaults > 0
 }
 
 // InFlight is the number of calls that were running when the probes were
 // attached (exits without entry) or detached (entries without exit).
 func (l Losses) InFlight() uint64 { return l.NoEntry + l.OpenAtExit }
 
-// Losses reads the per-CPU counters, link and program miss counts and the
-// frames still open.
+// statsRows mirrors ftp_stats in bpf/trace.bpf.c: FTP_NCPU rows of
+// FTP_STAT_STRIDE counters.
+type statsRows [512][16]uint64
+
+// Counters sums the BPF counters over the CPUs, indexed by
+// bpfobj.TraceFtpStat.
+func (t *Tracer) Counters() ([bpfobj.TraceFtpStatFTP_STAT_MAX]uint64, error) {
+	var out [bpfobj.TraceFtpStatFTP_STAT_MAX]uint64
+	var rows statsRows
+	if t.stats == nil {
+		return out, errors.New("tracer is closed")
+	}
+	if err := t.stats.Get(&rows); err != nil {
+		return out, fmt.Errorf("read counters: %w", err)
+	}
+	for _, r := range rows {
+		for i := range out {
+			out[i] += r[i]
+		}
+	}
+	return out, nil
+}
+
+// Losses reads the counters, link and program miss counts and the frames
+// still open.
 func (t *Tracer) Losses() (Losses, error) {
 	var l Losses
-	read := func(idx uint32) uint64 {
-		var vals []uint64
-		if err := t.maps.Stats.Lookup(idx, &vals); err != nil {
-			return 0
-		}
-		var s uint64
-		for _, v := range vals {
-			s += v
-		}
-		return s
+	c, err := t.Counters()
+	if err != nil {
+		return l, err
 	}
-	l.RingbufDrops = read(0)
-	l.NoEntry = read(1)
-	l.DepthOverflow = read(2)
-	l.Unwound = read(3)
-	l.StackFull = read(4)
-	l.EntryHits = read(5)
-	l.ExitHits = read(6)
-	l.StringFaults = read(7)
-	l.StackFailures = read(8)
-	l.TreeFull = read(9)
+	l.RingbufDrops = c[bpfobj.TraceFtpStatFTP_STAT_RINGBUF_DROP]
+	l.NoEntry = c[bpfobj.TraceFtpStatFTP_STAT_NO_ENTRY]
+	l.DepthOverflow = c[bpfobj.TraceFtpStatFTP_STAT_DEPTH_OVERFLOW]
+	l.Unwound = c[bpfobj.TraceFtpStatFTP_STAT_UNWOUND]
+	l.StackFull = c[bpfobj.TraceFtpStatFTP_STAT_STACK_FULL]
+	l.EntryHits = c[bpfobj.TraceFtpStatFTP_STAT_ENTRY_HITS]
+	l.ExitHits = c[bpfobj.TraceFtpStatFTP_STAT_EXIT_HITS]
+	l.StringFaults = c[bpfobj.TraceFtpStatFTP_STAT_STR_FAULT]
+	l.StackFailures = c[bpfobj.TraceFtpStatFTP_STAT_STACK_FAIL]
+	l.TreeFull = c[bpfobj.TraceFtpStatFTP_STAT_TREE_FULL]
+	l.ErrnoFull = c[bpfobj.TraceFtpStatFTP_STAT_AGG_FULL]
+	l.FilterRejects = c[bpfobj.TraceFtpStatFTP_STAT_X_REJECT]
+	l.ExprFaults = c[bpfobj.TraceFtpStatFTP_STAT_X_FAULT]
 	l.KprobeMissed = t.multiMissed()
 	for _, p := range t.progs {
 		if st, err := p.Stats(); err == nil {
 			l.RecursionMiss += st.RecursionMisses
 		}
 	}
-	var key uint32
-	var st bpfobj.TraceTstack
-	it := t.maps.Stacks.Iterate()
-	for it.Next(&key, &st) {
-		l.OpenAtExit += uint64(min(st.Depth, 16)) + uint64(st.Overflow)
+	// Frames pushed (entries with a frame stack) and not closed (exits
+	// that found their frame, and frames unwound) are still open.
+	noFrame := c[bpfobj.TraceFtpStatFTP_STAT_STACK_FULL] + c[bpfobj.TraceFtpStatFTP_STAT_ENTRY_ONLY]
+	pushed := l.EntryHits - min(noFrame, l.EntryHits)
+	closed := l.ExitHits - min(l.NoEntry, l.ExitHits) + l.Unwound
+	if pushed > closed {
+		l.OpenAtExit = pushed - closed
 	}
 	l.FailedAttaches = len(t.Failed)
 	return l, nil
+}
+
+// RecursionMisses returns the nonzero recursion misses (program runs the
+// kernel skipped because the same program was already running on that
+// CPU, prog stats, 5.12+) per program: its name, and for a per-function
+// program (fentry, fsession) the function, e.g. "ftp_fentry (do_exit)".
+func (t *Tracer) RecursionMisses() map[string]uint64 {
+	out := map[string]uint64{}
+	for _, p := range t.progs {
+		st, err := p.Stats()
+		if err != nil || st.RecursionMisses == 0 {
+			continue
+		}
+		name := "?"
+		if info, err := p.Info(); err == nil {
+			name = info.Name
+		}
+		if fn := t.progFunc[p]; fn != "" {
+			name += " (" + fn + ")"
+		}
+		out[name] += st.RecursionMisses
+	}
+	return out
 }
 
 func (t *Tracer) multiMissed() uint64 {
@@ -745,7 +1137,9 @@ func (t *Tracer) Detach() {
 	}
 	// Stop recording before the first link goes: calls running now are
 	// counted as in flight (entries without exit), not as losses.
-	t.maps.Armed.Put(uint32(0), uint32(0))
+	if t.armed != nil {
+		t.armed.Set(uint32(0))
+	}
 	t.closeLinks()
 	if m > t.missed {
 		t.missed = m
@@ -780,6 +1174,10 @@ func (t *Tracer) closeLinks() {
 			*l = nil
 		}
 	}
+	for _, l := range t.comm {
+		l.Close()
+	}
+	t.comm = nil
 }
 
 // Close detaches every link and frees programs and maps. It is safe to
@@ -794,6 +1192,10 @@ func (t *Tracer) Close() error {
 		}
 		t.tramp.Close()
 		t.maps.Close()
+		if t.coll != nil {
+			t.coll.Close() // the unnamed maps (.bss, .rodata)
+		}
+		t.stats, t.armed = nil, nil
 	})
 	return nil
 }
@@ -807,4 +1209,63 @@ func raiseNofile(n int) {
 		r.Cur = min(max(uint64(n), r.Cur), r.Max)
 		unix.Setrlimit(unix.RLIMIT_NOFILE, &r)
 	}
+}
+
+// FuncAgg is one function's in-kernel table (Options.Aggregate).
+type FuncAgg struct {
+	Func *symbols.Func
+	Agg  bpfobj.TraceAgg
+	Errs map[int32]uint64 // return value (negative errno) -> calls
+}
+
+// Timed is the number of calls with a duration: the histogram's total
+// (struct agg keeps no separate count).
+func (a FuncAgg) Timed() uint64 {
+	var n uint64
+	for _, c := range a.Agg.Hist {
+		n += c
+	}
+	return n
+}
+
+// Calls is every counted call: timed ones and those without a recorded
+// entry.
+func (a FuncAgg) Calls() uint64 { return a.Agg.Untimed + a.Timed() }
+
+// Aggregates reads the per-function tables the BPF side built
+// (Options.Aggregate): calls, errors and the duration histogram from the
+// aggs array, errors by value from the errs hash. Functions without calls
+// are left out. It fails when the tracer was opened without Aggregate.
+func (t *Tracer) Aggregates() ([]FuncAgg, error) {
+	if t.aggFuncs == nil || t.maps.Aggs == nil {
+		return nil, errors.New("attach: tracer opened without Aggregate")
+	}
+	var out []FuncAgg
+	byID := map[uint32]int{}
+	for id, f := range t.aggFuncs {
+		if f == nil {
+			continue
+		}
+		var a bpfobj.TraceAgg
+		if err := t.maps.Aggs.Lookup(uint32(id), &a); err != nil {
+			return nil, fmt.Errorf("read aggs[%d]: %w", id, err)
+		}
+		if (FuncAgg{Agg: a}).Calls() == 0 {
+			continue
+		}
+		byID[uint32(id)] = len(out)
+		out = append(out, FuncAgg{Func: f, Agg: a, Errs: map[int32]uint64{}})
+	}
+	var k bpfobj.TraceErrkey
+	var n uint64
+	it := t.maps.Errs.Iterate()
+	for it.Next(&k, &n) {
+		if i, ok := byID[k.FuncId]; ok {
+			out[i].Errs[k.Err] += n
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read errs: %w", err)
+	}
+	return out, nil
 }

@@ -97,3 +97,16 @@ func TestValidateRingbufSize(t *testing.T) {
 	assert.ErrorContains(t, ValidateRingbufSize(1000), "power-of-two multiple of the page size")
 	assert.Error(t, ValidateRingbufSize(3<<20))
 }
+
+// TestEntryOnlyFlags: an entry-only function carries FlagEntryOnly beside
+// its return type bits, and is left out of the exit-probe set.
+func TestEntryOnlyFlags(t *testing.T) {
+	ret := &symbols.Func{Name: "vfs_read", Proto: &symbols.Proto{RetKind: symbols.RetLong, RetSize: 8, RetSigned: true}}
+	nr := &symbols.Func{Name: "do_group_exit", EntryOnly: symbols.EntryOnlyNoreturn, Proto: &symbols.Proto{RetKind: symbols.RetVoid}}
+	nb := &symbols.Func{Name: "do_exit", EntryOnly: symbols.EntryOnlyNoreturn}
+	assert.Equal(t, uint32(8<<8|1), FuncFlags(ret))
+	assert.Equal(t, uint32(FlagEntryOnly|4), FuncFlags(nr))
+	assert.Equal(t, uint32(FlagEntryOnly), FuncFlags(nb))
+	assert.Equal(t, []*symbols.Func{ret}, exitFuncs([]*symbols.Func{nr, ret, nb}))
+	assert.Empty(t, exitFuncs([]*symbols.Func{nr}))
+}

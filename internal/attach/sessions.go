@@ -2,6 +2,7 @@ package attach
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -21,15 +22,19 @@ type TrampolineLoader struct {
 }
 
 // NewTrampolineLoader creates spec's maps (those in repl are used as they
-// are; .rodata takes spec's variables) and reads vmlinux BTF.
-func NewTrampolineLoader(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map) (*TrampolineLoader, error) {
-	ids, err := NewFuncIDs()
+// are; .rodata takes spec's variables) and reads vmlinux BTF through
+// cache (nil: a cache of its own).
+func NewTrampolineLoader(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, cache *btf.Cache) (*TrampolineLoader, error) {
+	if cache == nil {
+		cache = btf.NewCache()
+	}
+	ids, err := NewFuncIDs(cache)
 	if err != nil {
 		return nil, err
 	}
 	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
 		Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
-	}, ebpf.CollectionOptions{MapReplacements: repl})
+	}, ebpf.CollectionOptions{MapReplacements: repl, Cache: cache})
 	if err != nil {
 		return nil, fmt.Errorf("create maps: %w", err)
 	}
@@ -64,9 +69,9 @@ func (l *TrampolineLoader) Close() {
 	}
 }
 
-func (t *Tracer) trampolineLoader(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map) (*TrampolineLoader, error) {
+func (t *Tracer) trampolineLoader(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, cache *btf.Cache) (*TrampolineLoader, error) {
 	if t.tramp == nil {
-		ld, err := NewTrampolineLoader(spec, repl)
+		ld, err := NewTrampolineLoader(spec, repl, cache)
 		if err != nil {
 			return nil, err
 		}
@@ -82,18 +87,25 @@ func (t *Tracer) openFSession(spec *ebpf.CollectionSpec, repl map[string]*ebpf.M
 	if err := CheckAttachType(AttachTraceFSession); err != nil {
 		return opts.Kernel.Explain("fsession", describeFuncs(opts.Funcs), err)
 	}
-	ld, err := t.trampolineLoader(spec, repl)
+	ld, err := t.trampolineLoader(spec, repl, opts.BTF)
 	if err != nil {
 		return opts.Kernel.Explain("fsession", describeFuncs(opts.Funcs), err)
 	}
 	raiseNofile(2*len(opts.Funcs) + 256) // 1 program + 1 link per function
 	return t.perFunction(opts, func() func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
+		var entryOnly func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error)
 		return func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
+			if f.EntryOnly != "" {
+				if entryOnly == nil { // per worker, made when first needed
+					entryOnly = fentryOnly(spec, repl, opts)
+				}
+				return entryOnly(f)
+			}
 			prog, err := ld.Load("ftp_fsession", AttachTraceFSession, f.BTFName)
 			if err != nil {
 				return nil, nil, opts.Kernel.Explain("fsession", f.Display(), err)
 			}
-			l, err := AttachFSession(prog, uint64(f.ID))
+			l, err := AttachFSession(prog, Cookie(f))
 			if err != nil {
 				return []*ebpf.Program{prog}, nil, opts.Kernel.Explain("fsession", f.Display(), err)
 			}
@@ -110,14 +122,21 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 	if err := CheckAttachType(AttachTraceFEntryMulti); err != nil {
 		return opts.Kernel.Explain("fentry.multi", describeFuncs(opts.Funcs), err)
 	}
-	ld, err := t.trampolineLoader(spec, repl)
+	ld, err := t.trampolineLoader(spec, repl, opts.BTF)
 	if err != nil {
 		return opts.Kernel.Explain("fentry.multi", describeFuncs(opts.Funcs), err)
 	}
 	ids := ld.IDs
-	var fs []*symbols.Func
+	var fs, entryOnly []*symbols.Func
 	idOf := map[*symbols.Func]btf.TypeID{}
 	for _, f := range opts.Funcs {
+		if f.EntryOnly != "" {
+			// fexit.multi and fsession.multi would hook its exit
+			// too (fexit on a noreturn function is what the
+			// verifier rejects): its own fentry link instead.
+			entryOnly = append(entryOnly, f)
+			continue
+		}
 		id, err := ids.ID(f.BTFName)
 		if err != nil {
 			t.Failed = append(t.Failed, Failure{f, fmt.Errorf("%s in fentry-multi mode: %w", f.Display(), err)})
@@ -125,6 +144,14 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 		}
 		idOf[f] = id
 		fs = append(fs, f)
+	}
+	if len(entryOnly) > 0 {
+		eo := opts
+		eo.Funcs, eo.Progress = entryOnly, nil
+		err := t.perFunction(eo, func() func(*symbols.Func) ([]*ebpf.Program, []link.Link, error) { return fentryOnly(spec, repl, opts) })
+		if len(fs) == 0 {
+			return err
+		}
 	}
 	if len(fs) == 0 {
 		return t.Failed[0].Err
@@ -134,7 +161,7 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 			tids := make([]btf.TypeID, len(set))
 			cookies := make([]uint64, len(set))
 			for i, f := range set {
-				tids[i], cookies[i] = idOf[f], uint64(f.ID)
+				tids[i], cookies[i] = idOf[f], Cookie(f)
 			}
 			return AttachTracingMulti(prog, at, tids, cookies)
 		}
@@ -195,11 +222,33 @@ func (t *Tracer) addMultiResult(good []*symbols.Func, bad []Failure, mode string
 		t.Failed = append(t.Failed, Failure{b.Func, opts.Kernel.Explain(mode, b.Func.Display(), b.Err)})
 	}
 	t.Attached = append(t.Attached, good...)
+	sort.Slice(t.Attached, func(i, j int) bool { return t.Attached[i].ID < t.Attached[j].ID })
 }
 
 // multiProgress reports a multi link's functions attached at once.
 func multiProgress(opts Options) {
 	if opts.Progress != nil {
 		opts.Progress(len(opts.Funcs), len(opts.Funcs))
+	}
+}
+
+// fentryOnly returns a worker that attaches the plain fentry program
+// (ftp_fentry, event mode fentry) to one entry-only function: fsession and
+// the tracing multi links run the function's exit too, which the verifier
+// rejects on a noreturn function (kernel/bpf/verifier.c noreturn_deny).
+func fentryOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
+	local := spec.Copy()
+	cache := opts.BTF
+	return func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
+		local.Programs["ftp_fentry"].AttachTo = f.BTFName
+		prog, err := loadWithMaps(local, "ftp_fentry", repl, cache)
+		if err != nil {
+			return nil, nil, opts.Kernel.Explain("fentry", f.Display()+" (entry only: "+f.EntryOnly+")", err)
+		}
+		l, err := LinkFunc(prog, ebpf.AttachTraceFEntry, Cookie(f))
+		if err != nil {
+			return []*ebpf.Program{prog}, nil, opts.Kernel.Explain("fentry", f.Display()+" (entry only: "+f.EntryOnly+")", err)
+		}
+		return []*ebpf.Program{prog}, []link.Link{l}, nil
 	}
 }

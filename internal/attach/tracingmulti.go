@@ -358,9 +358,9 @@ type FuncIDs struct {
 }
 
 // NewFuncIDs reads the running kernel's vmlinux BTF
-// (/sys/kernel/btf/vmlinux).
-func NewFuncIDs() (*FuncIDs, error) {
-	spec, err := btf.LoadKernelSpec()
+// (/sys/kernel/btf/vmlinux) through cache.
+func NewFuncIDs(cache *btf.Cache) (*FuncIDs, error) {
+	spec, err := cache.Kernel()
 	if err != nil {
 		return nil, fmt.Errorf("vmlinux BTF: %w", err)
 	}

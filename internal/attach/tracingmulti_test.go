@@ -51,6 +51,10 @@ func fakeKernel(t *testing.T, n int) (*FuncIDs, btf.TypeID) {
 		Params: []btf.FuncParam{{Name: "ctx", Type: &btf.Pointer{Target: &btf.Void{}}}}}
 	_, err = b.Add(&btf.Func{Name: "bpf_session_is_return", Type: proto, Linkage: btf.GlobalFunc})
 	require.NoError(t, err)
+	cookieProto := &btf.FuncProto{Return: &btf.Pointer{Target: &btf.Int{Name: "u64", Size: 8}},
+		Params: []btf.FuncParam{{Name: "ctx", Type: &btf.Pointer{Target: &btf.Void{}}}}}
+	_, err = b.Add(&btf.Func{Name: "bpf_session_cookie", Type: cookieProto, Linkage: btf.GlobalFunc})
+	require.NoError(t, err)
 	raw, err := b.Marshal(nil, nil)
 	require.NoError(t, err)
 	spec, err := btf.LoadSpecFromReader(bytes.NewReader(raw))
@@ -68,10 +72,12 @@ func TestTrampolineCode(t *testing.T) {
 	spec, err := bpfobj.LoadTrace()
 	require.NoError(t, err)
 	ids, kfuncID := fakeKernel(t, 5)
+	cookieID, err := ids.ID("bpf_session_cookie")
+	require.NoError(t, err)
 	require.Greater(t, int(kfuncID), 5, "after the fillers: a wrong id source would give a small one")
 	fds := map[string]asm.FDer{}
 	want := map[int32]bool{}
-	for i, name := range []string{".rodata", "events", "stacks", "zero_stack", "stats", "funcs", "tgids", "armed"} {
+	for i, name := range []string{".rodata", ".bss", "events", "tframes", "stacks", "zero_stack", "aggs", "errs", "tgids", "xprogs", "xscratch"} {
 		fds[name] = fakeFD(100 + i)
 		want[int32(100+i)] = true
 	}
@@ -87,7 +93,7 @@ func TestTrampolineCode(t *testing.T) {
 		switch {
 		case op == 0x85 && src == 2: // call, BPF_PSEUDO_KFUNC_CALL
 			kfuncs++
-			assert.EqualValues(t, kfuncID, imm, "kfunc call carries the BTF id")
+			assert.True(t, imm == int32(kfuncID) || imm == int32(cookieID), "kfunc call carries a BTF id: %d", imm)
 		case op == 0x18 && (src == 1 || src == 2): // ld_imm64 map fd / map value
 			mapLoads++
 			assert.True(t, want[imm], "map load at %d carries fd %d", off/8, imm)
@@ -96,10 +102,10 @@ func TestTrampolineCode(t *testing.T) {
 			off += asm.InstructionSize
 		}
 	}
-	assert.Equal(t, 1, kfuncs, "one bpf_session_is_return call")
+	assert.Equal(t, 2, kfuncs, "bpf_session_cookie and bpf_session_is_return")
 	assert.Greater(t, mapLoads, 5)
 	// The spec itself is left untouched for the next load.
-	assert.Equal(t, "bpf_session_is_return", ps.Instructions[1].Reference())
+	assert.Equal(t, "bpf_session_cookie", ps.Instructions[1].Reference())
 
 	_, err = trampolineCode(ps, map[string]asm.FDer{}, ids)
 	assert.ErrorContains(t, err, "no map")

@@ -11,14 +11,14 @@
 package bench
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sort"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
@@ -27,80 +27,36 @@ import (
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
-// Hit-cost modes, in report order.
+// Hit-cost modes, in report order: the attach paths of the attach layer
+// (attach.Path), their pairs, and the baseline.
 const (
 	ModeBaseline      = "baseline"
-	ModeFentry        = "fentry"
-	ModeFexit         = "fexit"
+	ModeFentry        = string(attach.PathFentry)
+	ModeFexit         = string(attach.PathFexit)
 	ModeFentryFexit   = "fentry+fexit"
-	ModeKprobeMulti   = "kprobe.multi"
-	ModeKretMulti     = "kretprobe.multi"
+	ModeKprobeMulti   = string(attach.PathKprobeMulti)
+	ModeKretMulti     = string(attach.PathKretprobeMulti)
 	ModeKprobeKret    = "kprobe.multi+kretprobe.multi"
-	ModeKprobeSession = "kprobe.session"
-	ModeKprobe        = "kprobe"    // one ftrace-based kprobe (the path before fprobe)
-	ModeKretprobe     = "kretprobe" // kretprobe (rethook)
-	ModeRawTP         = "raw_tp"
+	ModeKprobeSession = string(attach.PathKprobeSession)
+	ModeKprobe        = string(attach.PathKprobe)    // one ftrace-based kprobe (the path before fprobe)
+	ModeKretprobe     = string(attach.PathKretprobe) // kretprobe (rethook)
+	ModeKprobePair    = "kprobe+kretprobe"
+	ModeRawTP         = string(attach.PathRawTP)
 	// Linux 7.x trampoline attach types (internal/attach/tracingmulti.go).
-	ModeFSession      = "fsession"       // one program at entry and exit (7.0)
-	ModeFentryMulti   = "fentry.multi"   // one link, many functions
-	ModeFexitMulti    = "fexit.multi"    //
-	ModeFSessionMulti = "fsession.multi" //
+	ModeFSession      = string(attach.PathFSession)      // one program at entry and exit (7.0)
+	ModeFentryMulti   = string(attach.PathFentryMulti)   // one link, many functions
+	ModeFexitMulti    = string(attach.PathFexitMulti)    //
+	ModeFSessionMulti = string(attach.PathFSessionMulti) //
 )
 
 // HitModes lists the hit-cost modes.
 var HitModes = []string{ModeBaseline, ModeFentry, ModeFexit, ModeFentryFexit, ModeFSession, ModeFentryMulti, ModeFexitMulti, ModeFSessionMulti,
-	ModeKprobeMulti, ModeKretMulti, ModeKprobeKret, ModeKprobeSession, ModeKprobe, ModeKretprobe, ModeRawTP}
+	ModeKprobeMulti, ModeKretMulti, ModeKprobeKret, ModeKprobeSession, ModeKprobe, ModeKretprobe, ModeKprobePair, ModeRawTP}
 
-// trampoline7 maps the 7.x modes to their counting program and attach type.
-var trampoline7 = map[string]struct {
-	prog string
-	at   ebpf.AttachType
-}{
-	ModeFSession:      {"count_fsession", attach.AttachTraceFSession},
-	ModeFentryMulti:   {"count_fentry", attach.AttachTraceFEntryMulti},
-	ModeFexitMulti:    {"count_fexit", attach.AttachTraceFExitMulti},
-	ModeFSessionMulti: {"count_fsession", attach.AttachTraceFSessionMulti},
-}
-
-// attach7 loads the counting program of a 7.x trampoline mode with ld and
-// links it to the functions fs (BTF names): one fsession link per function,
-// or one tracing multi link for all.
-func attach7(ld *attach.TrampolineLoader, mode string, fs []string) ([]*ebpf.Program, []link.Link, error) {
-	t := trampoline7[mode]
-	if mode == ModeFSession {
-		var progs []*ebpf.Program
-		var links []link.Link
-		for _, f := range fs {
-			p, err := ld.Load(t.prog, t.at, f)
-			if err != nil {
-				return progs, links, err
-			}
-			progs = append(progs, p)
-			l, err := attach.AttachFSession(p, 0)
-			if err != nil {
-				return progs, links, err
-			}
-			links = append(links, l)
-		}
-		return progs, links, nil
-	}
-	p, err := ld.Load(t.prog, t.at, attach.MultiTarget)
-	if err != nil {
-		return nil, nil, err
-	}
-	ids := make([]btf.TypeID, len(fs))
-	cookies := make([]uint64, len(fs))
-	for i, f := range fs {
-		if ids[i], err = ld.IDs.ID(f); err != nil {
-			return []*ebpf.Program{p}, nil, err
-		}
-	}
-	l, err := attach.AttachTracingMulti(p, t.at, ids, cookies)
-	if err != nil {
-		return []*ebpf.Program{p}, nil, err
-	}
-	return []*ebpf.Program{p}, []link.Link{l}, nil
-}
+// TraceModes lists the modes that measure ftprobe's trace program (every
+// body but empty), named as the empty row each is compared with, and the
+// trace mode that realises each (attach.Open).
+var TraceModes = []string{ModeFentryFexit, ModeFSession, ModeFSessionMulti, ModeKprobeKret, ModeKprobeSession, ModeKprobePair}
 
 // Triggers.
 const (
@@ -110,9 +66,15 @@ const (
 
 // Bodies.
 const (
-	BodyEmpty    = "empty"    // counts hits only
-	BodyTrace    = "trace"    // ftprobe's trace program with a reader draining the ringbuf
-	BodyFiltered = "filtered" // trace program whose pid filter rejects every call
+	BodyEmpty    = "empty"     // counts hits only
+	BodyTrace    = "trace"     // ftprobe's trace program with a reader draining the ringbuf
+	BodyFiltered = "filtered"  // trace program whose pid filter rejects every call
+	BodyExitOnly = "exit-only" // trace program emitting one record per call, at exit (the --min-duration/--errors path)
+	BodyAgg      = "agg"       // trace program aggregating in the kernel (stat): no record streamed
+	// BodyPredicate is the trace program with a --filter predicate on the
+	// first argument register that rejects every call at entry (opt-in:
+	// not in compare's default bodies).
+	BodyPredicate = "predicate"
 )
 
 // Stat is a median with its range over runs.
@@ -139,21 +101,13 @@ func NewStat(s []float64) Stat {
 
 // counter is a loaded counting program with its hits map.
 type counter struct {
-	hits    *ebpf.Map
-	progs   []*ebpf.Program
-	links   []link.Link
-	loaders []*attach.TrampolineLoader
+	hits   *ebpf.Map
+	probes []*attach.PathProbe
 }
 
 func (c *counter) Close() {
-	for _, l := range c.links {
-		l.Close()
-	}
-	for _, p := range c.progs {
+	for _, p := range c.probes {
 		p.Close()
-	}
-	for _, ld := range c.loaders {
-		ld.Close()
 	}
 	if c.hits != nil {
 		c.hits.Close()
@@ -204,111 +158,48 @@ func benchSpec(tid uint32, batch uint32) (*ebpf.CollectionSpec, error) {
 	return spec, nil
 }
 
-func loadOne(spec *ebpf.CollectionSpec, name, attachTo string, hits *ebpf.Map) (*ebpf.Program, error) {
-	ps := spec.Programs[name].Copy()
-	ps.AttachTo = attachTo
-	coll := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{name: ps}, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder}
-	opts := ebpf.CollectionOptions{}
-	if hits != nil {
-		opts.MapReplacements = map[string]*ebpf.Map{"hits": hits}
-	}
-	c, err := ebpf.NewCollectionWithOptions(coll, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return c.DetachProgram(name), nil
-}
-
 // attachCounter attaches the counting program(s) of mode to target
-// (a function for f*/kprobe modes, a tracepoint for raw_tp). Errors are
-// explained by kin.
+// (a function for f*/kprobe modes, a tracepoint for raw_tp) through the
+// attach layer (attach.OpenPath), all counting into one hits map. Errors
+// are explained by kin.
 func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target string) (*counter, error) {
 	c := &counter{}
-	hs := spec.Maps["hits"].Copy()
-	h, err := ebpf.NewMap(hs)
+	h, err := ebpf.NewMap(spec.Maps["hits"].Copy())
 	if err != nil {
 		return nil, err
 	}
 	c.hits = h
-	fail := func(m string, err error) (*counter, error) {
-		c.Close()
-		return nil, kin.Explain(m, target, err)
-	}
-	add := func(m string) error {
-		var p *ebpf.Program
-		var l link.Link
-		var err error
-		switch m {
-		case ModeFentry, ModeFexit:
-			prog := map[string]string{ModeFentry: "count_fentry", ModeFexit: "count_fexit"}[m]
-			if p, err = loadOne(spec, prog, target, h); err == nil {
-				l, err = link.AttachTracing(link.TracingOptions{Program: p})
-			}
-		case ModeKprobeMulti, ModeKretMulti, ModeKprobeSession:
-			prog := map[string]string{ModeKprobeMulti: "count_kmulti", ModeKretMulti: "count_kretmulti", ModeKprobeSession: "count_ksession"}[m]
-			if p, err = loadOne(spec, prog, "", h); err == nil {
-				o := link.KprobeMultiOptions{Symbols: []string{target}, Session: m == ModeKprobeSession}
-				if m == ModeKretMulti {
-					l, err = link.KretprobeMulti(p, o)
-				} else {
-					l, err = link.KprobeMulti(p, o)
-				}
-			}
-		case ModeFSession, ModeFentryMulti, ModeFexitMulti, ModeFSessionMulti:
-			if err = attach.CheckAttachType(trampoline7[m].at); err != nil {
-				return err
-			}
-			ld, err := attach.NewTrampolineLoader(spec, map[string]*ebpf.Map{"hits": h})
-			if err != nil {
-				return err
-			}
-			c.loaders = append(c.loaders, ld)
-			ps, ls, err := attach7(ld, m, []string{target})
-			c.progs = append(c.progs, ps...)
-			c.links = append(c.links, ls...)
-			return err
-		case ModeKprobe, ModeKretprobe:
-			prog := map[string]string{ModeKprobe: "count_kprobe", ModeKretprobe: "count_kretprobe"}[m]
-			if p, err = loadOne(spec, prog, "", h); err == nil {
-				if m == ModeKretprobe {
-					l, err = link.Kretprobe(target, p, nil)
-				} else {
-					l, err = link.Kprobe(target, p, nil)
-				}
-			}
-		case ModeRawTP:
-			if p, err = loadOne(spec, "count_raw_tp", "", h); err == nil {
-				l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_enter", Program: p})
-			}
-		default:
-			return fmt.Errorf("unknown mode %q", m)
-		}
-		if p != nil {
-			c.progs = append(c.progs, p)
-		}
-		if err != nil {
-			return err
-		}
-		c.links = append(c.links, l)
-		return nil
-	}
-	parts := map[string][]string{ModeFentryFexit: {ModeFentry, ModeFexit}, ModeKprobeKret: {ModeKprobeMulti, ModeKretMulti}}[mode]
+	parts := map[string][]string{ModeFentryFexit: {ModeFentry, ModeFexit}, ModeKprobeKret: {ModeKprobeMulti, ModeKretMulti},
+		ModeKprobePair: {ModeKprobe, ModeKretprobe}}[mode]
 	if parts == nil {
 		parts = []string{mode}
 	}
 	for _, m := range parts {
-		if err := add(m); err != nil {
-			return fail(m, err)
+		path := attach.Path(m)
+		prog, ok := attach.CountingProgram[path]
+		if !ok {
+			c.Close()
+			return nil, fmt.Errorf("unknown mode %q", m)
 		}
+		o := attach.PathOptions{Spec: spec, Program: prog, Maps: map[string]*ebpf.Map{"hits": h}}
+		if path == attach.PathRawTP {
+			o.Tracepoint = target
+		} else {
+			o.Funcs = []*symbols.Func{{Name: target, BTFName: target}}
+		}
+		pp, err := attach.OpenPath(context.Background(), path, o)
+		if err != nil {
+			c.Close()
+			return nil, kin.Explain(m, target, errors.Unwrap(err))
+		}
+		c.probes = append(c.probes, pp)
 	}
 	return c, nil
 }
 
-// hitsPerCall is how many counter increments one triggered call causes.
 func hitsPerCall(mode string) uint64 {
 	switch mode {
-	case ModeFentryFexit, ModeKprobeKret, ModeKprobeSession, ModeFSession, ModeFSessionMulti:
+	case ModeFentryFexit, ModeKprobeKret, ModeKprobeSession, ModeFSession, ModeFSessionMulti, ModeKprobePair:
 		return 2
 	case ModeBaseline:
 		return 0
@@ -367,7 +258,7 @@ func newKernelTrigger(batch int, th *thread) (Trigger, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := loadOne(spec, "trigger_driver", "", nil)
+	p, err := attach.LoadProgram(spec, bpfobj.BenchProgTriggerDriver, "", nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("kernel trigger: load driver: %w", err)
 	}

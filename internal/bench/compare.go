@@ -11,21 +11,26 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
-	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/events"
+	"github.com/ftprobe/ftprobe/internal/expr"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
 // Config of a compare run.
 type Config struct {
-	Triggers     []string // kernel, syscall
-	Bodies       []string // empty, trace, filtered
+	Triggers []string // kernel, syscall
+	Bodies   []string // empty, trace, exit-only, agg, filtered, predicate
+	// Modes restricts the hit-cost rows to these modes (HitModes and
+	// TraceModes names; empty = all).
+	Modes        []string
 	Runs         int      // measured repetitions (after one warm-up)
 	Calls        int      // calls per measurement (kernel trigger: rounded to batches)
 	SyscallCalls int      // calls per measurement for the syscall trigger
@@ -95,6 +100,8 @@ type HitRow struct {
 	OverheadNs  Stat    `json:"ns_over_baseline"`          // ns per call over the baseline measured right before each run
 	MHitsPerSec float64 `json:"mhits_per_s"`               // millions of calls per second at the median
 	RatioFentry float64 `json:"ratio_to_fentry,omitempty"` // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
+	RatioEmpty  float64 `json:"ratio_to_empty,omitempty"`  // non-empty bodies: ns over baseline over the empty program's of the same mode and trigger in this run
+	Variant     string  `json:"variant,omitempty"`         // how the trace mode was realised when it matters (kprobe.session, fsession.multi)
 	Hits        uint64  `json:"hits_last_run"`             // program runs counted in the last run
 	Expected    uint64  `json:"hits_expected"`             // program runs the last run should count
 	Misses      int64   `json:"misses"`                    // expected - counted, summed over runs (fprobe and recursion misses included)
@@ -139,14 +146,15 @@ type CrowdRow struct {
 
 // StreamRow is streaming throughput.
 type StreamRow struct {
-	Mode         string  `json:"mode"`             // trace program's mode: fentry or kprobe-multi
-	RingbufBytes uint32  `json:"ringbuf_bytes"`    // ringbuf size, bytes
-	Supported    bool    `json:"supported"`        // false: the kernel refused the mode; reason says why
-	Reason       string  `json:"reason,omitempty"` // why the mode is unsupported
-	Calls        int     `json:"calls"`            // triggered calls (two events each: entry and exit)
-	Delivered    uint64  `json:"events_delivered"` // events the reader received
-	Dropped      uint64  `json:"events_dropped"`   // events the ringbuf refused (full)
-	EventsPerSec float64 `json:"events_per_s"`     // delivered events per wall second
+	Mode         string  `json:"mode"`                      // trace program's mode: fentry or kprobe-multi
+	RingbufBytes uint32  `json:"ringbuf_bytes"`             // ringbuf size, bytes
+	Supported    bool    `json:"supported"`                 // false: the kernel refused the mode; reason says why
+	Reason       string  `json:"reason,omitempty"`          // why the mode is unsupported
+	Calls        int     `json:"calls"`                     // triggered calls (two events each: entry and exit)
+	Produced     uint64  `json:"events_produced,omitempty"` // events the programs produced (entries and exits that passed the filters)
+	Delivered    uint64  `json:"events_delivered"`          // events the reader received
+	Dropped      uint64  `json:"events_dropped"`            // events the ringbuf refused (full)
+	EventsPerSec float64 `json:"events_per_s"`              // delivered events per wall second
 }
 
 // Report is one compare document (JSON schema in README: one document per
@@ -221,11 +229,13 @@ func Run(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config) (*
 		if err := s(); err != nil {
 			if errors.Is(err, context.Canceled) {
 				r.Partial = true
+				r.setRatioEmpty()
 				return r, nil
 			}
 			return r, err
 		}
 	}
+	r.setRatioEmpty()
 	return r, nil
 }
 
@@ -251,12 +261,13 @@ type traceM struct {
 	base   attach.Losses
 }
 
-func openTrace(kin *kfeat.Info, mode, target string, filters attach.Filters, ringbufSize uint32, k *symbols.Kernel) (*traceM, error) {
-	res, err := k.Resolve([]string{target}, nil, mode, 0)
+func openTrace(o attach.Options, target string, k *symbols.Kernel) (*traceM, error) {
+	res, err := k.Resolve([]string{target}, nil, o.Mode, 0)
 	if err != nil {
 		return nil, err
 	}
-	t, err := attach.Open(attach.Options{Mode: mode, Funcs: res.Funcs, Filters: filters, RingbufSize: ringbufSize, Kernel: kin})
+	o.Funcs = res.Funcs
+	t, err := attach.Open(o)
 	if err != nil {
 		return nil, err
 	}
@@ -271,13 +282,25 @@ func openTrace(kin *kfeat.Info, mode, target string, filters attach.Filters, rin
 		defer m.wg.Done()
 		var rec ringbuf.Record
 		for {
-			if err := rd.ReadInto(&rec); err != nil {
+			// Records are committed without a wakeup (bpf/trace.bpf.c):
+			// poll with a bounded delay, as trace does.
+			rd.SetDeadline(time.Now().Add(20 * time.Millisecond))
+			if err := rd.ReadInto(&rec); errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			} else if err != nil {
 				return // closed (or broken): the counts say what was delivered
 			}
-			m.events.Add(1)
+			if isEvent(rec.RawSample) {
+				m.events.Add(1)
+			}
 		}
 	}()
 	return m, nil
+}
+
+// isEvent reports whether a trace record is an event (not a comm record).
+func isEvent(b []byte) bool {
+	return len(b) >= events.HeaderSize && b[unsafe.Offsetof(bpfobj.TraceRecHdr{}.Kind)] != events.KindComm
 }
 
 func (m *traceM) reset() error {
@@ -297,18 +320,69 @@ func (m *traceM) close() {
 	m.t.Close()
 }
 
-func hitModesFor(trigger, body string) []string {
-	if body != BodyEmpty {
-		return []string{ModeFentryFexit, ModeKprobeKret}
+func (c *Config) wantMode(m string) bool {
+	if len(c.Modes) == 0 || m == ModeBaseline {
+		return true
 	}
+	for _, x := range c.Modes {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidModes checks --mode names: HitModes or TraceModes.
+func ValidModes(ms []string) error {
+	for _, m := range ms {
+		ok := false
+		for _, x := range append(append([]string{}, HitModes[1:]...), TraceModes...) {
+			ok = ok || x == m
+		}
+		if !ok {
+			return fmt.Errorf("%w: --mode %q: want one of %s", ErrBadInput, m, strings.Join(append(append([]string{}, HitModes[1:]...), ModeKprobePair), ", "))
+		}
+	}
+	return nil
+}
+
+func hitModesFor(cfg Config, trigger, body string) []string {
 	var out []string
+	if body != BodyEmpty {
+		for _, m := range TraceModes {
+			if cfg.wantMode(m) {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
 	for _, m := range HitModes[1:] {
 		if m == ModeRawTP && trigger != TriggerSyscall {
 			continue
 		}
-		out = append(out, m)
+		if cfg.wantMode(m) {
+			out = append(out, m)
+		}
 	}
 	return out
+}
+
+// traceOptions maps a trace-body row to the attach mode and options that
+// realise it, and the variant the tracer must report ("" = any).
+func traceOptions(mode string) (attachMode string, pair bool, variant string) {
+	switch mode {
+	case ModeFSession:
+		return attach.ModeFSession, false, ""
+	case ModeFSessionMulti:
+		return attach.ModeFentryMulti, false, "fsession.multi"
+	case ModeKprobeKret:
+		return attach.ModeKprobeMulti, true, ""
+	case ModeKprobeSession:
+		return attach.ModeKprobeMulti, false, "kprobe.session"
+	case ModeKprobePair:
+		return attach.ModeKprobe, false, ""
+	}
+	return attach.ModeFentry, false, ""
 }
 
 func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body, mode string, ringbuf uint32) (measured, error) {
@@ -324,15 +398,33 @@ func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body
 		}
 		return counterM{c}, nil
 	}
-	tm := attach.ModeFentry
-	if mode == ModeKprobeKret {
-		tm = attach.ModeKprobeMulti
+	tm, pair, variant := traceOptions(mode)
+	o := attach.Options{Mode: tm, KprobePair: pair, Filters: attach.Filters{TID: th.tid}, RingbufSize: ringbuf, Kernel: kin}
+	switch body {
+	case BodyFiltered:
+		o.Filters = attach.Filters{TGID: 1} // init: never the caller, so every call is rejected in the filter
+	case BodyPredicate:
+		// arg0 == a value no register holds: the measured thread's calls
+		// pass the tid filter and are rejected by the predicate.
+		o.Exprs = map[uint32]*expr.Plan{0: {
+			Terms:    []expr.Term{{Fetch: expr.Fetch{Src: 0, Size: 8}, Op: expr.OpEQ, K: 0x5eedf11e5eedf11e}},
+			EntryOps: []byte{expr.BoolPush},
+			Filter:   "arg0 == 0x5eedf11e5eedf11e",
+		}}
+	case BodyExitOnly:
+		o.Filters.MinDuration = 1 // every call is at least 1 ns: one record per call, at exit
+	case BodyAgg:
+		o.NoEvents, o.Aggregate = true, true
 	}
-	f := attach.Filters{TID: th.tid}
-	if body == BodyFiltered {
-		f = attach.Filters{TGID: 1} // init: never the caller, so every call is rejected in the filter
+	m, err := openTrace(o, trig.Target(), k)
+	if err != nil {
+		return nil, err
 	}
-	return openTrace(kin, tm, trig.Target(), f, ringbuf, k)
+	if variant != "" && m.t.Variant != variant {
+		m.close()
+		return nil, fmt.Errorf("%s: this kernel realised %s mode as %q: %w", mode, tm, m.t.Variant, ebpf.ErrNotSupported)
+	}
+	return m, nil
 }
 
 func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread, cfg Config, r *Report) error {
@@ -345,7 +437,7 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 			trig, err = newKernelTrigger(cfg.Batch, th)
 			if err != nil {
 				for _, body := range cfg.Bodies {
-					for _, m := range append([]string{ModeBaseline}, hitModesFor(tn, body)...) {
+					for _, m := range append([]string{ModeBaseline}, hitModesFor(cfg, tn, body)...) {
 						r.Hit = append(r.Hit, HitRow{Trigger: tn, Body: body, Mode: m, Reason: err.Error()})
 					}
 				}
@@ -359,7 +451,7 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 		}
 		calls = triggeredCalls(trig, calls)
 		for _, body := range cfg.Bodies {
-			modes := hitModesFor(tn, body)
+			modes := hitModesFor(cfg, tn, body)
 			rows := map[string]*HitRow{}
 			base := &HitRow{Trigger: tn, Body: body, Mode: ModeBaseline, Target: trig.Target(), Supported: true, Calls: calls}
 			var baseS []float64
@@ -407,10 +499,13 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 					samples[m] = append(samples[m], v)
 					over[m] = append(over[m], v-b)
 					exp := uint64(calls) * hitsPerCall(m)
-					if body == BodyFiltered {
+					if body == BodyFiltered || body == BodyPredicate {
 						exp = 0
 					}
 					row.Hits, row.Expected = hits, exp
+					if tm, ok := mm.(*traceM); ok {
+						row.Variant = tm.t.Variant
+					}
 					// Runs skipped by fprobe or recursion protection are
 					// absent from hits, so they are counted here once.
 					row.Misses += int64(exp) - int64(hits)
@@ -426,6 +521,23 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 		trig.Close()
 	}
 	return nil
+}
+
+// setRatioEmpty sets RatioEmpty of every non-empty body row: its ns over
+// baseline over the empty row's of the same mode and trigger.
+func (r *Report) setRatioEmpty() {
+	empty := map[[2]string]float64{}
+	for _, h := range r.Hit {
+		if h.Body == BodyEmpty && h.Supported && h.Mode != ModeBaseline {
+			empty[[2]string{h.Trigger, h.Mode}] = h.OverheadNs.Median
+		}
+	}
+	for i := range r.Hit {
+		h := &r.Hit[i]
+		if e := empty[[2]string{h.Trigger, h.Mode}]; h.Body != BodyEmpty && h.Supported && h.Mode != ModeBaseline && e > 0 {
+			h.RatioEmpty = h.OverheadNs.Median / e
+		}
+	}
 }
 
 func finishHit(r *Report, base *HitRow, baseS []float64, modes []string, rows map[string]*HitRow, samples, over map[string][]float64) {
@@ -547,112 +659,18 @@ type attachInfo struct {
 	memlock              uint64
 }
 
-// attachOnce loads and attaches the counting program of mode to fs, then
-// detaches, timing each phase.
+// attachOnce loads and attaches the counting program of mode to fs
+// through the attach layer (attach.OpenPath), then detaches, timing each
+// phase.
 func attachOnce(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode string, fs []*symbols.Func) (load, att, det time.Duration, info attachInfo, err error) {
-	var progs []*ebpf.Program
-	var links []link.Link
-	cleanup := func() {
-		for _, l := range links {
-			l.Close()
-		}
-		for _, p := range progs {
-			p.Close()
-		}
+	path := attach.Path(mode)
+	pp, err := attach.OpenPath(context.Background(), path, attach.PathOptions{Spec: spec, Program: attach.CountingProgram[path], Funcs: fs})
+	if err != nil {
+		return 0, 0, 0, info, kin.Explain(mode, "", err)
 	}
-	defer func() {
-		if err != nil {
-			cleanup()
-		}
-	}()
-	t0 := time.Now()
-	switch mode {
-	case ModeKprobeMulti:
-		p, e := loadOne(spec, "count_kmulti", "", nil)
-		if e != nil {
-			return 0, 0, 0, info, kin.Explain("kprobe.multi", "", e)
-		}
-		progs = append(progs, p)
-		load = time.Since(t0)
-		var addrs []uintptr
-		for _, f := range fs {
-			addrs = append(addrs, uintptr(f.Addr))
-		}
-		t1 := time.Now()
-		l, e := link.KprobeMulti(p, link.KprobeMultiOptions{Addresses: addrs})
-		if e != nil {
-			return 0, 0, 0, info, kin.Explain("kprobe.multi", fmt.Sprintf("%d functions", len(fs)), e)
-		}
-		att = time.Since(t1)
-		links = append(links, l)
-	case ModeFentryMulti, ModeFSessionMulti:
-		if e := attach.CheckAttachType(trampoline7[mode].at); e != nil {
-			return 0, 0, 0, info, kin.Explain(mode, "", e)
-		}
-		ld, e := attach.NewTrampolineLoader(spec, nil)
-		if e != nil {
-			return 0, 0, 0, info, kin.Explain(mode, "", e)
-		}
-		defer ld.Close()
-		p, e := ld.Load(trampoline7[mode].prog, trampoline7[mode].at, attach.MultiTarget)
-		if e != nil {
-			return 0, 0, 0, info, kin.Explain(mode, "", e)
-		}
-		progs = append(progs, p)
-		load = time.Since(t0)
-		ids := make([]btf.TypeID, len(fs))
-		for i, f := range fs {
-			if ids[i], e = ld.IDs.ID(f.BTFName); e != nil {
-				return 0, 0, 0, info, kin.Explain(mode, f.Display(), e)
-			}
-		}
-		t1 := time.Now()
-		l, e := attach.AttachTracingMulti(p, trampoline7[mode].at, ids, make([]uint64, len(ids)))
-		if e != nil {
-			return 0, 0, 0, info, kin.Explain(mode, fmt.Sprintf("%d functions", len(fs)), e)
-		}
-		att = time.Since(t1)
-		links = append(links, l)
-		info.tramps = len(fs)
-	default:
-		prog := map[string]string{ModeFentry: "count_fentry", ModeFexit: "count_fexit"}[mode]
-		for _, f := range fs {
-			p, e := loadOne(spec, prog, f.BTFName, nil)
-			if e != nil {
-				return 0, 0, 0, info, kin.Explain(mode, f.Display(), e)
-			}
-			progs = append(progs, p)
-		}
-		load = time.Since(t0)
-		t1 := time.Now()
-		for _, p := range progs {
-			l, e := link.AttachTracing(link.TracingOptions{Program: p})
-			if e != nil {
-				return 0, 0, 0, info, kin.Explain(mode, "", e)
-			}
-			links = append(links, l)
-		}
-		att = time.Since(t1)
-		info.tramps = len(fs)
-	}
-	for _, p := range progs {
-		if pi, e := p.Info(); e == nil {
-			if m, ok := pi.Memlock(); ok {
-				info.memlock += m
-			}
-		}
-	}
-	info.links, info.progs = len(links), len(progs)
-	t2 := time.Now()
-	for _, l := range links {
-		l.Close()
-	}
-	det = time.Since(t2)
-	links = nil
-	for _, p := range progs {
-		p.Close()
-	}
-	return load, att, det, info, nil
+	defer pp.Close()
+	info = attachInfo{links: pp.Links(), progs: pp.Programs(), tramps: pp.Trampolines, memlock: pp.Memlock()}
+	return pp.LoadTime, pp.AttachTime, pp.Detach(), info, nil
 }
 
 // Crowd kinds: who else traces functions while the target is measured.
@@ -881,56 +899,18 @@ func crowdAttach(ctx context.Context, kin *kfeat.Info, spec *ebpf.CollectionSpec
 	if len(fs) == 0 {
 		return func() {}, nil
 	}
-	var progs []*ebpf.Program
-	var links []link.Link
-	done := func() {
-		for _, l := range links {
-			l.Close()
-		}
-		for _, p := range progs {
-			p.Close()
-		}
+	if by != CrowdByFentry && by != CrowdByKprobeMulti {
+		return nil, fmt.Errorf("%w: unknown crowd kind %q (want %s or %s)", ErrBadInput, by, CrowdByFentry, CrowdByKprobeMulti)
 	}
-	switch by {
-	case CrowdByKprobeMulti:
-		p, err := loadOne(spec, "count_kmulti", "", nil)
-		if err != nil {
-			return nil, kin.Explain("kprobe.multi", "", err)
+	path := attach.Path(by)
+	pp, err := attach.OpenPath(ctx, path, attach.PathOptions{Spec: spec, Program: attach.CountingProgram[path], Funcs: fs})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		progs = append(progs, p)
-		var addrs []uintptr
-		for _, f := range fs {
-			addrs = append(addrs, uintptr(f.Addr))
-		}
-		l, err := link.KprobeMulti(p, link.KprobeMultiOptions{Addresses: addrs})
-		if err != nil {
-			done()
-			return nil, kin.Explain("kprobe.multi", fmt.Sprintf("%d crowd functions", len(fs)), err)
-		}
-		links = append(links, l)
-		return done, nil
-	case CrowdByFentry:
-		for _, f := range fs {
-			if err := ctx.Err(); err != nil {
-				done()
-				return nil, err
-			}
-			p, err := loadOne(spec, "count_fentry", f.BTFName, nil)
-			if err != nil {
-				done()
-				return nil, kin.Explain("fentry", f.Display(), err)
-			}
-			progs = append(progs, p)
-			l, err := link.AttachTracing(link.TracingOptions{Program: p})
-			if err != nil {
-				done()
-				return nil, kin.Explain("fentry", f.Display(), err)
-			}
-			links = append(links, l)
-		}
-		return done, nil
+		return nil, kin.Explain(by, fmt.Sprintf("%d crowd functions", len(fs)), err)
 	}
-	return nil, fmt.Errorf("%w: unknown crowd kind %q (want %s or %s)", ErrBadInput, by, CrowdByFentry, CrowdByKprobeMulti)
+	return pp.Close, nil
 }
 
 func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread, cfg Config, r *Report) error {
@@ -941,13 +921,13 @@ func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thre
 	}
 	defer trig.Close()
 	calls := triggeredCalls(trig, cfg.StreamCalls)
-	for _, mode := range []string{attach.ModeFentry, attach.ModeKprobeMulti} {
+	for _, mode := range []string{attach.ModeFentry, attach.ModeFSession, attach.ModeFentryMulti, attach.ModeKprobeMulti, attach.ModeKprobe} {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		cfg.progress("streaming: %s, ringbuf %d bytes, %d calls", mode, cfg.RingbufSize, calls)
 		row := StreamRow{Mode: mode, RingbufBytes: cfg.RingbufSize, Supported: true, Calls: calls}
-		m, err := openTrace(kin, mode, trig.Target(), attach.Filters{TID: th.tid}, cfg.RingbufSize, k)
+		m, err := openTrace(attach.Options{Mode: mode, Filters: attach.Filters{TID: th.tid}, RingbufSize: cfg.RingbufSize, Kernel: kin}, trig.Target(), k)
 		if err != nil {
 			row.Supported, row.Reason = false, reasonOf(err)
 			r.Stream = append(r.Stream, row)
@@ -964,6 +944,7 @@ func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thre
 		el := time.Since(start)
 		row.Delivered = m.events.Load()
 		row.Dropped = l.RingbufDrops
+		row.Produced = l.EntryHits + l.ExitHits
 		row.EventsPerSec = float64(row.Delivered) / el.Seconds()
 		m.close()
 		r.Stream = append(r.Stream, row)

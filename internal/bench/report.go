@@ -36,24 +36,28 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	if len(r.Hit) > 0 {
 		fmt.Fprintf(w, "\n== hit cost: ns per call of the target; ns over base = ns/hit minus the baseline measured just before;\n"+
-			"   x ref = ns over base over fentry's (empty body) or fentry+fexit's (trace and filtered bodies)\n")
+			"   x ref = ns over base over fentry's (empty body) or fentry+fexit's (other bodies);\n"+
+			"   x empty = ns over base over the empty program's of the same mode (what ftprobe's own body adds)\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "trigger\tbody\tmode\tMhits/s\tns/hit\t[min..max]\tns over base\tx ref\tmisses\t")
+		fmt.Fprintln(tw, "trigger\tbody\tmode\tMhits/s\tns/hit\t[min..max]\tns over base\tx ref\tx empty\tmisses\t")
 		var notes footnotes
 		for _, row := range r.Hit {
 			if !row.Supported {
-				fmt.Fprintf(tw, "%s\t%s\t%s\tunsupported [%d]\t\t\t\t\t\t\n", row.Trigger, row.Body, row.Mode, notes.add(row.Reason))
+				fmt.Fprintf(tw, "%s\t%s\t%s\tunsupported [%d]\t\t\t\t\t\t\t\n", row.Trigger, row.Body, row.Mode, notes.add(row.Reason))
 				continue
 			}
-			ratio, over := "", ""
+			ratio, over, vsEmpty := "", "", ""
 			if row.Mode != ModeBaseline {
 				over = fmt.Sprintf("%.1f", row.OverheadNs.Median)
 				if row.RatioFentry > 0 {
 					ratio = fmt.Sprintf("%.2f", row.RatioFentry)
 				}
+				if row.RatioEmpty > 0 {
+					vsEmpty = fmt.Sprintf("%.2f", row.RatioEmpty)
+				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t[%.1f..%.1f]\t%s\t%s\t%d\t\n", row.Trigger, row.Body, row.Mode, row.MHitsPerSec,
-				row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, over, ratio, row.Misses)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t[%.1f..%.1f]\t%s\t%s\t%s\t%d\t\n", row.Trigger, row.Body, row.Mode, row.MHitsPerSec,
+				row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, over, ratio, vsEmpty, row.Misses)
 		}
 		tw.Flush()
 		printNotes(w, notes)
@@ -116,14 +120,18 @@ func (r *Report) WriteText(w io.Writer) {
 	if len(r.Stream) > 0 {
 		fmt.Fprintf(w, "\n== streaming: trace program (entry+exit events) through the ringbuf to one reader\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "mode\tringbuf\tcalls\tdelivered\tdropped\tevents/s\t")
+		fmt.Fprintln(tw, "mode\tringbuf\tcalls\tproduced\tdelivered\tdropped\tevents/s\t")
 		var notes footnotes
 		for _, row := range r.Stream {
 			if !row.Supported {
-				fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\n", row.Mode, row.RingbufBytes, notes.add(row.Reason))
+				fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\t\n", row.Mode, row.RingbufBytes, notes.add(row.Reason))
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.0f\t\n", row.Mode, row.RingbufBytes, row.Calls, row.Delivered, row.Dropped, row.EventsPerSec)
+			produced := "-"
+			if row.Produced > 0 {
+				produced = fmt.Sprint(row.Produced)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%.0f\t\n", row.Mode, row.RingbufBytes, row.Calls, produced, row.Delivered, row.Dropped, row.EventsPerSec)
 		}
 		tw.Flush()
 		printNotes(w, notes)

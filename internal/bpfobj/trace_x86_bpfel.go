@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type TraceAgg struct {
+	_       structs.HostLayout
+	Untimed uint64
+	Errors  uint64
+	SumNs   uint64
+	MaxNs   uint64
+	Hist    [313]uint64
+}
+
+type TraceErrkey struct {
+	_      structs.HostLayout
+	FuncId uint32
+	Err    int32
+}
+
 type TraceEvent struct {
 	_          structs.HostLayout
 	TsNs       uint64
@@ -37,33 +52,229 @@ type TraceEvent struct {
 	Pad2       uint32
 	Str        [2][128]int8
 	Kstack     [32]uint64
+	X          TraceXvals
+}
+
+type TraceFtpFlags uint32
+
+const (
+	TraceFtpFlagsFTP_F_NO_ENTRY TraceFtpFlags = 1
+	TraceFtpFlagsFTP_F_HAS_ARGS TraceFtpFlags = 2
+	TraceFtpFlagsFTP_F_DEFERRED TraceFtpFlags = 4
+	TraceFtpFlagsFTP_F_STRINGS  TraceFtpFlags = 8
+	TraceFtpFlagsFTP_F_STACK    TraceFtpFlags = 16
+	TraceFtpFlagsFTP_F_FULL     TraceFtpFlags = 32
+	TraceFtpFlagsFTP_F_VALS     TraceFtpFlags = 64
+)
+
+type TraceFtpFuncFlags uint32
+
+const (
+	TraceFtpFuncFlagsFTP_FN_RET_SIGNED TraceFtpFuncFlags = 1
+	TraceFtpFuncFlagsFTP_FN_RET_PTR    TraceFtpFuncFlags = 2
+	TraceFtpFuncFlagsFTP_FN_RET_VOID   TraceFtpFuncFlags = 4
+	TraceFtpFuncFlagsFTP_FN_ENTRY_ONLY TraceFtpFuncFlags = 8
+)
+
+type TraceFtpKind uint32
+
+const (
+	TraceFtpKindFTP_ENTRY TraceFtpKind = 1
+	TraceFtpKindFTP_EXIT  TraceFtpKind = 2
+	TraceFtpKindFTP_COMM  TraceFtpKind = 3
+)
+
+type TraceFtpMode uint32
+
+const (
+	TraceFtpModeFTP_MODE_FENTRY         TraceFtpMode = 1
+	TraceFtpModeFTP_MODE_KPROBE_MULTI   TraceFtpMode = 2
+	TraceFtpModeFTP_MODE_KPROBE         TraceFtpMode = 3
+	TraceFtpModeFTP_MODE_FSESSION       TraceFtpMode = 4
+	TraceFtpModeFTP_MODE_FENTRY_MULTI   TraceFtpMode = 5
+	TraceFtpModeFTP_MODE_FSESSION_MULTI TraceFtpMode = 6
+	TraceFtpModeFTP_MODE_KPROBE_SESSION TraceFtpMode = 7
+)
+
+type TraceFtpStat uint32
+
+const (
+	TraceFtpStatFTP_STAT_RINGBUF_DROP   TraceFtpStat = 0
+	TraceFtpStatFTP_STAT_NO_ENTRY       TraceFtpStat = 1
+	TraceFtpStatFTP_STAT_DEPTH_OVERFLOW TraceFtpStat = 2
+	TraceFtpStatFTP_STAT_UNWOUND        TraceFtpStat = 3
+	TraceFtpStatFTP_STAT_STACK_FULL     TraceFtpStat = 4
+	TraceFtpStatFTP_STAT_ENTRY_HITS     TraceFtpStat = 5
+	TraceFtpStatFTP_STAT_EXIT_HITS      TraceFtpStat = 6
+	TraceFtpStatFTP_STAT_STR_FAULT      TraceFtpStat = 7
+	TraceFtpStatFTP_STAT_STACK_FAIL     TraceFtpStat = 8
+	TraceFtpStatFTP_STAT_TREE_FULL      TraceFtpStat = 9
+	TraceFtpStatFTP_STAT_AGG_FULL       TraceFtpStat = 10
+	TraceFtpStatFTP_STAT_ENTRY_ONLY     TraceFtpStat = 11
+	TraceFtpStatFTP_STAT_X_REJECT       TraceFtpStat = 12
+	TraceFtpStatFTP_STAT_X_FAULT        TraceFtpStat = 13
+	TraceFtpStatFTP_STAT_MAX            TraceFtpStat = 14
+)
+
+type TraceFtpXbool uint32
+
+const (
+	TraceFtpXboolFTP_XB_PUSH TraceFtpXbool = 16
+	TraceFtpXboolFTP_XB_AND  TraceFtpXbool = 32
+	TraceFtpXboolFTP_XB_OR   TraceFtpXbool = 48
+	TraceFtpXboolFTP_XB_NOT  TraceFtpXbool = 64
+)
+
+type TraceFtpXflags uint32
+
+const (
+	TraceFtpXflagsFTP_XF_SIGNED TraceFtpXflags = 1
+	TraceFtpXflagsFTP_XF_STR    TraceFtpXflags = 2
+	TraceFtpXflagsFTP_XF_MASK   TraceFtpXflags = 4
+)
+
+type TraceFtpXop uint32
+
+const (
+	TraceFtpXopFTP_X_NZ     TraceFtpXop = 1
+	TraceFtpXopFTP_X_EQ     TraceFtpXop = 2
+	TraceFtpXopFTP_X_NE     TraceFtpXop = 3
+	TraceFtpXopFTP_X_LT     TraceFtpXop = 4
+	TraceFtpXopFTP_X_LE     TraceFtpXop = 5
+	TraceFtpXopFTP_X_GT     TraceFtpXop = 6
+	TraceFtpXopFTP_X_GE     TraceFtpXop = 7
+	TraceFtpXopFTP_X_SEQ    TraceFtpXop = 8
+	TraceFtpXopFTP_X_SPFX   TraceFtpXop = 9
+	TraceFtpXopFTP_X_SIGNED TraceFtpXop = 128
+)
+
+type TraceFtpXvalFlags uint32
+
+const (
+	TraceFtpXvalFlagsFTP_XV_TRUNCATED TraceFtpXvalFlags = 1
+	TraceFtpXvalFlagsFTP_XV_STR       TraceFtpXvalFlags = 4
+)
+
+type TraceRecFull struct {
+	_          structs.HostLayout
+	H          TraceRecHdr
+	DurationNs uint64
+	Ret        int64
+	Args       [6]uint64
+	Comm       [16]int8
+	StrLen     [2]int16
+	StrArg     [2]uint8
+	StrFlags   [2]uint8
+	StackLen   int32
+	Pad2       uint32
+	Str        [2][128]int8
+	Kstack     [32]uint64
+}
+
+type TraceRecHdr struct {
+	_      structs.HostLayout
+	TsNs   uint64
+	Tgid   uint32
+	Tid    uint32
+	FuncId uint32
+	Depth  uint16
+	Cpu    uint16
+	Kind   uint8
+	Mode   uint8
+	Flags  uint8
+	Nargs  uint8
+	Pad    uint32
+}
+
+type TraceRecX struct {
+	_          structs.HostLayout
+	H          TraceRecHdr
+	DurationNs uint64
+	Ret        int64
+	Args       [6]uint64
+	X          TraceXvals
 }
 
 type TraceTstack struct {
 	_        structs.HostLayout
 	Depth    uint32
 	Overflow uint32
+	CommSent uint32
+	Pad      uint32
 	F        [16]struct {
-		_      structs.HostLayout
-		TsNs   uint64
-		Args   [6]uint64
-		FuncId uint32
-		Nargs  uint8
-		Pad    [3]uint8
+		_        structs.HostLayout
+		TsNs     uint64
+		FuncId   uint32
+		Nargs    uint8
+		Rejected uint8
+		Pad      [2]uint8
+		Args     [6]uint64
 	}
+}
+
+type TraceXprog struct {
+	_          structs.HostLayout
+	Nterms     uint8
+	Nvals      uint8
+	ExitArgs   uint8
+	EntryTerms uint8
+	ExitTerms  uint8
+	Pad        [3]uint8
+	EntryOps   [16]uint8
+	ExitOps    [16]uint8
+	T          [8]struct {
+		_ structs.HostLayout
+		F struct {
+			_     structs.HostLayout
+			Src   uint8
+			Nload uint8
+			Size  uint8
+			Flags uint8
+			Tail  int32
+			Off   [4]int32
+			Mask  uint64
+		}
+		Op   uint8
+		Slen uint8
+		Pad  [6]uint8
+		K    uint64
+		S    [64]int8
+	}
+	V [4]struct {
+		_     structs.HostLayout
+		Src   uint8
+		Nload uint8
+		Size  uint8
+		Flags uint8
+		Tail  int32
+		Off   [4]int32
+		Mask  uint64
+	}
+}
+
+type TraceXvals struct {
+	_     structs.HostLayout
+	V     [4]uint64
+	Len   [4]int16
+	Flags [4]uint8
+	Pad   uint32
+	S     [4][64]int8
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	TraceMapArmed             = "armed"
+	TraceMapAggs              = "aggs"
+	TraceMapErrs              = "errs"
 	TraceMapEvents            = "events"
-	TraceMapFuncs             = "funcs"
 	TraceMapStacks            = "stacks"
-	TraceMapStats             = "stats"
+	TraceMapTframes           = "tframes"
 	TraceMapTgids             = "tgids"
+	TraceMapXprogs            = "xprogs"
+	TraceMapXscratch          = "xscratch"
 	TraceMapZeroStack         = "zero_stack"
+	TraceProgFtpCommExec      = "ftp_comm_exec"
 	TraceProgFtpExec          = "ftp_exec"
 	TraceProgFtpExit          = "ftp_exit"
 	TraceProgFtpFentry        = "ftp_fentry"
@@ -77,16 +288,44 @@ const (
 	TraceProgFtpKprobe        = "ftp_kprobe"
 	TraceProgFtpKretmulti     = "ftp_kretmulti"
 	TraceProgFtpKretprobe     = "ftp_kretprobe"
+	TraceProgFtpKsession      = "ftp_ksession"
+	TraceProgFtpRename        = "ftp_rename"
+	TraceVarArmed             = "armed"
 	TraceVarErrorsOnly        = "errors_only"
 	TraceVarFilterComm        = "filter_comm"
 	TraceVarFilterCommLen     = "filter_comm_len"
 	TraceVarFilterTgid        = "filter_tgid"
 	TraceVarFilterTid         = "filter_tid"
 	TraceVarFilterTree        = "filter_tree"
+	TraceVarFramesInHash      = "frames_in_hash"
+	TraceVarFtpStats          = "ftp_stats"
 	TraceVarMinDurationNs     = "min_duration_ns"
+	TraceVarUnusedAgg         = "unused_agg"
+	TraceVarUnusedErrkey      = "unused_errkey"
 	TraceVarUnusedEvent       = "unused_event"
+	TraceVarUnusedFlags       = "unused_flags"
+	TraceVarUnusedFuncFlags   = "unused_func_flags"
+	TraceVarUnusedKind        = "unused_kind"
+	TraceVarUnusedMode        = "unused_mode"
+	TraceVarUnusedRecComm     = "unused_rec_comm"
+	TraceVarUnusedRecEntry    = "unused_rec_entry"
+	TraceVarUnusedRecExit     = "unused_rec_exit"
+	TraceVarUnusedRecFull     = "unused_rec_full"
+	TraceVarUnusedRecX        = "unused_rec_x"
+	TraceVarUnusedStat        = "unused_stat"
+	TraceVarUnusedXbool       = "unused_xbool"
+	TraceVarUnusedXflags      = "unused_xflags"
+	TraceVarUnusedXop         = "unused_xop"
+	TraceVarUnusedXprog       = "unused_xprog"
+	TraceVarUnusedXvalFlags   = "unused_xval_flags"
+	TraceVarWakeupBytes       = "wakeup_bytes"
+	TraceVarWantAgg           = "want_agg"
+	TraceVarWantEvents        = "want_events"
 	TraceVarWantStack         = "want_stack"
 	TraceVarWantStrings       = "want_strings"
+	TraceVarX_entry           = "x_entry"
+	TraceVarX_exit            = "x_exit"
+	TraceVarX_vals            = "x_vals"
 )
 
 // LoadTrace returns the embedded CollectionSpec for Trace.
@@ -131,6 +370,7 @@ type TraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceProgramSpecs struct {
+	FtpCommExec      *ebpf.ProgramSpec `ebpf:"ftp_comm_exec"`
 	FtpExec          *ebpf.ProgramSpec `ebpf:"ftp_exec"`
 	FtpExit          *ebpf.ProgramSpec `ebpf:"ftp_exit"`
 	FtpFentry        *ebpf.ProgramSpec `ebpf:"ftp_fentry"`
@@ -144,18 +384,22 @@ type TraceProgramSpecs struct {
 	FtpKprobe        *ebpf.ProgramSpec `ebpf:"ftp_kprobe"`
 	FtpKretmulti     *ebpf.ProgramSpec `ebpf:"ftp_kretmulti"`
 	FtpKretprobe     *ebpf.ProgramSpec `ebpf:"ftp_kretprobe"`
+	FtpKsession      *ebpf.ProgramSpec `ebpf:"ftp_ksession"`
+	FtpRename        *ebpf.ProgramSpec `ebpf:"ftp_rename"`
 }
 
 // TraceMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceMapSpecs struct {
-	Armed     *ebpf.MapSpec `ebpf:"armed"`
+	Aggs      *ebpf.MapSpec `ebpf:"aggs"`
+	Errs      *ebpf.MapSpec `ebpf:"errs"`
 	Events    *ebpf.MapSpec `ebpf:"events"`
-	Funcs     *ebpf.MapSpec `ebpf:"funcs"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
-	Stats     *ebpf.MapSpec `ebpf:"stats"`
+	Tframes   *ebpf.MapSpec `ebpf:"tframes"`
 	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
+	Xprogs    *ebpf.MapSpec `ebpf:"xprogs"`
+	Xscratch  *ebpf.MapSpec `ebpf:"xscratch"`
 	ZeroStack *ebpf.MapSpec `ebpf:"zero_stack"`
 }
 
@@ -163,16 +407,42 @@ type TraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceVariableSpecs struct {
-	ErrorsOnly    *ebpf.VariableSpec `ebpf:"errors_only"`
-	FilterComm    *ebpf.VariableSpec `ebpf:"filter_comm"`
-	FilterCommLen *ebpf.VariableSpec `ebpf:"filter_comm_len"`
-	FilterTgid    *ebpf.VariableSpec `ebpf:"filter_tgid"`
-	FilterTid     *ebpf.VariableSpec `ebpf:"filter_tid"`
-	FilterTree    *ebpf.VariableSpec `ebpf:"filter_tree"`
-	MinDurationNs *ebpf.VariableSpec `ebpf:"min_duration_ns"`
-	UnusedEvent   *ebpf.VariableSpec `ebpf:"unused_event"`
-	WantStack     *ebpf.VariableSpec `ebpf:"want_stack"`
-	WantStrings   *ebpf.VariableSpec `ebpf:"want_strings"`
+	Armed           *ebpf.VariableSpec `ebpf:"armed"`
+	ErrorsOnly      *ebpf.VariableSpec `ebpf:"errors_only"`
+	FilterComm      *ebpf.VariableSpec `ebpf:"filter_comm"`
+	FilterCommLen   *ebpf.VariableSpec `ebpf:"filter_comm_len"`
+	FilterTgid      *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	FilterTid       *ebpf.VariableSpec `ebpf:"filter_tid"`
+	FilterTree      *ebpf.VariableSpec `ebpf:"filter_tree"`
+	FramesInHash    *ebpf.VariableSpec `ebpf:"frames_in_hash"`
+	FtpStats        *ebpf.VariableSpec `ebpf:"ftp_stats"`
+	MinDurationNs   *ebpf.VariableSpec `ebpf:"min_duration_ns"`
+	UnusedAgg       *ebpf.VariableSpec `ebpf:"unused_agg"`
+	UnusedErrkey    *ebpf.VariableSpec `ebpf:"unused_errkey"`
+	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedFlags     *ebpf.VariableSpec `ebpf:"unused_flags"`
+	UnusedFuncFlags *ebpf.VariableSpec `ebpf:"unused_func_flags"`
+	UnusedKind      *ebpf.VariableSpec `ebpf:"unused_kind"`
+	UnusedMode      *ebpf.VariableSpec `ebpf:"unused_mode"`
+	UnusedRecComm   *ebpf.VariableSpec `ebpf:"unused_rec_comm"`
+	UnusedRecEntry  *ebpf.VariableSpec `ebpf:"unused_rec_entry"`
+	UnusedRecExit   *ebpf.VariableSpec `ebpf:"unused_rec_exit"`
+	UnusedRecFull   *ebpf.VariableSpec `ebpf:"unused_rec_full"`
+	UnusedRecX      *ebpf.VariableSpec `ebpf:"unused_rec_x"`
+	UnusedStat      *ebpf.VariableSpec `ebpf:"unused_stat"`
+	UnusedXbool     *ebpf.VariableSpec `ebpf:"unused_xbool"`
+	UnusedXflags    *ebpf.VariableSpec `ebpf:"unused_xflags"`
+	UnusedXop       *ebpf.VariableSpec `ebpf:"unused_xop"`
+	UnusedXprog     *ebpf.VariableSpec `ebpf:"unused_xprog"`
+	UnusedXvalFlags *ebpf.VariableSpec `ebpf:"unused_xval_flags"`
+	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	WantAgg         *ebpf.VariableSpec `ebpf:"want_agg"`
+	WantEvents      *ebpf.VariableSpec `ebpf:"want_events"`
+	WantStack       *ebpf.VariableSpec `ebpf:"want_stack"`
+	WantStrings     *ebpf.VariableSpec `ebpf:"want_strings"`
+	X_entry         *ebpf.VariableSpec `ebpf:"x_entry"`
+	X_exit          *ebpf.VariableSpec `ebpf:"x_exit"`
+	X_vals          *ebpf.VariableSpec `ebpf:"x_vals"`
 }
 
 // TraceObjects contains all objects after they have been loaded into the kernel.
@@ -195,23 +465,27 @@ func (o *TraceObjects) Close() error {
 //
 // It can be passed to LoadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceMaps struct {
-	Armed     *ebpf.Map `ebpf:"armed"`
+	Aggs      *ebpf.Map `ebpf:"aggs"`
+	Errs      *ebpf.Map `ebpf:"errs"`
 	Events    *ebpf.Map `ebpf:"events"`
-	Funcs     *ebpf.Map `ebpf:"funcs"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
-	Stats     *ebpf.Map `ebpf:"stats"`
+	Tframes   *ebpf.Map `ebpf:"tframes"`
 	Tgids     *ebpf.Map `ebpf:"tgids"`
+	Xprogs    *ebpf.Map `ebpf:"xprogs"`
+	Xscratch  *ebpf.Map `ebpf:"xscratch"`
 	ZeroStack *ebpf.Map `ebpf:"zero_stack"`
 }
 
 func (m *TraceMaps) Close() error {
 	return _TraceClose(
-		m.Armed,
+		m.Aggs,
+		m.Errs,
 		m.Events,
-		m.Funcs,
 		m.Stacks,
-		m.Stats,
+		m.Tframes,
 		m.Tgids,
+		m.Xprogs,
+		m.Xscratch,
 		m.ZeroStack,
 	)
 }
@@ -220,22 +494,49 @@ func (m *TraceMaps) Close() error {
 //
 // It can be passed to LoadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceVariables struct {
-	ErrorsOnly    *ebpf.Variable `ebpf:"errors_only"`
-	FilterComm    *ebpf.Variable `ebpf:"filter_comm"`
-	FilterCommLen *ebpf.Variable `ebpf:"filter_comm_len"`
-	FilterTgid    *ebpf.Variable `ebpf:"filter_tgid"`
-	FilterTid     *ebpf.Variable `ebpf:"filter_tid"`
-	FilterTree    *ebpf.Variable `ebpf:"filter_tree"`
-	MinDurationNs *ebpf.Variable `ebpf:"min_duration_ns"`
-	UnusedEvent   *ebpf.Variable `ebpf:"unused_event"`
-	WantStack     *ebpf.Variable `ebpf:"want_stack"`
-	WantStrings   *ebpf.Variable `ebpf:"want_strings"`
+	Armed           *ebpf.Variable `ebpf:"armed"`
+	ErrorsOnly      *ebpf.Variable `ebpf:"errors_only"`
+	FilterComm      *ebpf.Variable `ebpf:"filter_comm"`
+	FilterCommLen   *ebpf.Variable `ebpf:"filter_comm_len"`
+	FilterTgid      *ebpf.Variable `ebpf:"filter_tgid"`
+	FilterTid       *ebpf.Variable `ebpf:"filter_tid"`
+	FilterTree      *ebpf.Variable `ebpf:"filter_tree"`
+	FramesInHash    *ebpf.Variable `ebpf:"frames_in_hash"`
+	FtpStats        *ebpf.Variable `ebpf:"ftp_stats"`
+	MinDurationNs   *ebpf.Variable `ebpf:"min_duration_ns"`
+	UnusedAgg       *ebpf.Variable `ebpf:"unused_agg"`
+	UnusedErrkey    *ebpf.Variable `ebpf:"unused_errkey"`
+	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
+	UnusedFlags     *ebpf.Variable `ebpf:"unused_flags"`
+	UnusedFuncFlags *ebpf.Variable `ebpf:"unused_func_flags"`
+	UnusedKind      *ebpf.Variable `ebpf:"unused_kind"`
+	UnusedMode      *ebpf.Variable `ebpf:"unused_mode"`
+	UnusedRecComm   *ebpf.Variable `ebpf:"unused_rec_comm"`
+	UnusedRecEntry  *ebpf.Variable `ebpf:"unused_rec_entry"`
+	UnusedRecExit   *ebpf.Variable `ebpf:"unused_rec_exit"`
+	UnusedRecFull   *ebpf.Variable `ebpf:"unused_rec_full"`
+	UnusedRecX      *ebpf.Variable `ebpf:"unused_rec_x"`
+	UnusedStat      *ebpf.Variable `ebpf:"unused_stat"`
+	UnusedXbool     *ebpf.Variable `ebpf:"unused_xbool"`
+	UnusedXflags    *ebpf.Variable `ebpf:"unused_xflags"`
+	UnusedXop       *ebpf.Variable `ebpf:"unused_xop"`
+	UnusedXprog     *ebpf.Variable `ebpf:"unused_xprog"`
+	UnusedXvalFlags *ebpf.Variable `ebpf:"unused_xval_flags"`
+	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
+	WantAgg         *ebpf.Variable `ebpf:"want_agg"`
+	WantEvents      *ebpf.Variable `ebpf:"want_events"`
+	WantStack       *ebpf.Variable `ebpf:"want_stack"`
+	WantStrings     *ebpf.Variable `ebpf:"want_strings"`
+	X_entry         *ebpf.Variable `ebpf:"x_entry"`
+	X_exit          *ebpf.Variable `ebpf:"x_exit"`
+	X_vals          *ebpf.Variable `ebpf:"x_vals"`
 }
 
 // TracePrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TracePrograms struct {
+	FtpCommExec      *ebpf.Program `ebpf:"ftp_comm_exec"`
 	FtpExec          *ebpf.Program `ebpf:"ftp_exec"`
 	FtpExit          *ebpf.Program `ebpf:"ftp_exit"`
 	FtpFentry        *ebpf.Program `ebpf:"ftp_fentry"`
@@ -249,10 +550,13 @@ type TracePrograms struct {
 	FtpKprobe        *ebpf.Program `ebpf:"ftp_kprobe"`
 	FtpKretmulti     *ebpf.Program `ebpf:"ftp_kretmulti"`
 	FtpKretprobe     *ebpf.Program `ebpf:"ftp_kretprobe"`
+	FtpKsession      *ebpf.Program `ebpf:"ftp_ksession"`
+	FtpRename        *ebpf.Program `ebpf:"ftp_rename"`
 }
 
 func (p *TracePrograms) Close() error {
 	return _TraceClose(
+		p.FtpCommExec,
 		p.FtpExec,
 		p.FtpExit,
 		p.FtpFentry,
@@ -266,6 +570,8 @@ func (p *TracePrograms) Close() error {
 		p.FtpKprobe,
 		p.FtpKretmulti,
 		p.FtpKretprobe,
+		p.FtpKsession,
+		p.FtpRename,
 	)
 }
 

@@ -16,43 +16,184 @@ import (
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
-// Record kinds and flags, as the BPF side writes them (bpf/trace.bpf.c).
+// Record kinds and flags, generated from the BPF side (bpf/trace.bpf.c
+// enum ftp_kind, enum ftp_flags).
 const (
-	KindEntry = 1
-	KindExit  = 2
+	KindEntry = uint8(bpfobj.TraceFtpKindFTP_ENTRY)
+	KindExit  = uint8(bpfobj.TraceFtpKindFTP_EXIT)
+	KindComm  = uint8(bpfobj.TraceFtpKindFTP_COMM)
 
-	FlagNoEntry  = 1  // exit without a recorded entry: duration unknown
-	FlagHasArgs  = 2  // args hold the entry arguments
-	FlagDeferred = 4  // entry not emitted (--min-duration/--errors); exit carries args
-	FlagStrings  = 8  // StrLen/StrArg/StrFlags/Str hold the string arguments (--strings)
-	FlagStack    = 16 // StackLen/Kstack hold the kernel stack (--stack)
+	FlagNoEntry  = uint8(bpfobj.TraceFtpFlagsFTP_F_NO_ENTRY) // exit without a recorded entry: duration unknown
+	FlagHasArgs  = uint8(bpfobj.TraceFtpFlagsFTP_F_HAS_ARGS) // args hold the entry arguments
+	FlagDeferred = uint8(bpfobj.TraceFtpFlagsFTP_F_DEFERRED) // entry not emitted (--min-duration/--errors); exit carries args
+	FlagStrings  = uint8(bpfobj.TraceFtpFlagsFTP_F_STRINGS)  // StrLen/StrArg/StrFlags/Str hold the string arguments (--strings)
+	FlagStack    = uint8(bpfobj.TraceFtpFlagsFTP_F_STACK)    // StackLen/Kstack hold the kernel stack (--stack)
+	FlagFull     = uint8(bpfobj.TraceFtpFlagsFTP_F_FULL)     // a full record (struct rec_full)
+	FlagVals     = uint8(bpfobj.TraceFtpFlagsFTP_F_VALS)     // X holds the --arg values (struct rec_x)
 
 	StrTruncated = 1 // StrFlags: longer than the buffer, shown with …
 	StrUser      = 2 // StrFlags: read as a user pointer
 )
 
-// RecordSize is the size in bytes of a full ringbuf record (with the
-// strings and stack tail, --strings or --stack).
-const RecordSize = int(unsafe.Sizeof(bpfobj.TraceEvent{}))
+// Wire sizes of the ringbuf records (bpf/trace.bpf.c): the header every
+// record starts with, a full record (--strings, --stack) and a comm record.
+const (
+	HeaderSize = int(unsafe.Sizeof(bpfobj.TraceRecHdr{}))
+	FullSize   = int(unsafe.Sizeof(bpfobj.TraceRecFull{}))
+	ValsSize   = int(unsafe.Sizeof(bpfobj.TraceRecX{}))
+	commSize   = HeaderSize + 16
+	exitFixed  = HeaderSize + 16 // duration_ns, ret
+	maxArgs    = 6
+)
 
-// HeaderSize is the size in bytes of a record without the tail: the
-// kernel reserves only this much when neither --strings nor --stack is on.
-const HeaderSize = int(unsafe.Offsetof(bpfobj.TraceEvent{}.StrLen))
+// Decoder turns ringbuf records into events. It keeps each thread's comm,
+// which the kernel sends once per thread (and again after an exec or a
+// rename) in a comm record before the thread's next event, and each
+// thread's open entries, so an exit carries its entry's arguments
+// (FlagHasArgs) although the kernel sends them only once. The zero value
+// is ready to use; a Decoder is not safe for concurrent use.
+type Decoder struct {
+	comms map[uint32][16]int8 // tid -> comm
+	open  map[uint32]*threadFrames
+	// Comms counts comm records seen.
+	Comms uint64
+}
 
-// Decode copies a ringbuf sample into e. The sample is the kernel's struct
-// event in native byte order, HeaderSize or RecordSize bytes long; a
-// header-only sample leaves e's tail as it was (its flags say the tail is
-// absent). It returns an error for any other size.
-func Decode(sample []byte, e *bpfobj.TraceEvent) error {
-	switch len(sample) {
-	case RecordSize:
-		*e = *(*bpfobj.TraceEvent)(unsafe.Pointer(&sample[0]))
-	case HeaderSize:
-		*(*[HeaderSize]byte)(unsafe.Pointer(e)) = *(*[HeaderSize]byte)(unsafe.Pointer(&sample[0]))
-	default:
-		return fmt.Errorf("event record of %d bytes, want %d or %d", len(sample), HeaderSize, RecordSize)
+// Decode decodes one record into e. It returns false for a record that
+// is not an event (a comm record, which it keeps), and an error for a
+// malformed record.
+func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
+	if len(sample) < HeaderSize {
+		return false, fmt.Errorf("ringbuf record of %d bytes, shorter than the %d-byte header", len(sample), HeaderSize)
 	}
-	return nil
+	h := (*bpfobj.TraceRecHdr)(unsafe.Pointer(&sample[0]))
+	if d.comms == nil {
+		d.comms = map[uint32][16]int8{}
+	}
+	if h.Flags&FlagFull != 0 {
+		if len(sample) != FullSize {
+			return false, fmt.Errorf("full record of %d bytes, want %d", len(sample), FullSize)
+		}
+		r := (*bpfobj.TraceRecFull)(unsafe.Pointer(&sample[0]))
+		d.header(h, e)
+		e.DurationNs, e.Ret, e.Args, e.Comm = r.DurationNs, r.Ret, r.Args, r.Comm
+		e.StrLen, e.StrArg, e.StrFlags, e.StackLen = r.StrLen, r.StrArg, r.StrFlags, r.StackLen
+		if h.Flags&FlagStrings != 0 {
+			e.Str = r.Str
+		}
+		if h.Flags&FlagStack != 0 {
+			e.Kstack = r.Kstack
+		}
+		d.comms[h.Tid] = r.Comm
+		d.pairArgs(e)
+		return true, nil
+	}
+	if h.Flags&FlagVals != 0 {
+		if len(sample) != ValsSize {
+			return false, fmt.Errorf("record with values of %d bytes, want %d", len(sample), ValsSize)
+		}
+		r := (*bpfobj.TraceRecX)(unsafe.Pointer(&sample[0]))
+		d.header(h, e)
+		e.DurationNs, e.Ret, e.Args, e.X = r.DurationNs, r.Ret, r.Args, r.X
+		e.Comm = d.comms[h.Tid]
+		d.pairArgs(e)
+		return true, nil
+	}
+	n := int(h.Nargs)
+	if n > maxArgs {
+		return false, fmt.Errorf("record with %d arguments, at most %d", n, maxArgs)
+	}
+	switch h.Kind {
+	case KindComm:
+		if len(sample) != commSize {
+			return false, fmt.Errorf("comm record of %d bytes, want %d", len(sample), commSize)
+		}
+		d.comms[h.Tid] = *(*[16]int8)(unsafe.Pointer(&sample[HeaderSize]))
+		d.Comms++
+		return false, nil
+	case KindEntry:
+		if len(sample) != HeaderSize+8*n {
+			return false, fmt.Errorf("entry record of %d bytes with %d arguments, want %d", len(sample), n, HeaderSize+8*n)
+		}
+		d.header(h, e)
+		e.DurationNs, e.Ret = 0, 0
+		copyArgs(e, sample[HeaderSize:], n)
+	case KindExit:
+		want := exitFixed
+		if h.Flags&FlagHasArgs != 0 {
+			want += 8 * n
+		}
+		if len(sample) != want {
+			return false, fmt.Errorf("exit record of %d bytes, want %d", len(sample), want)
+		}
+		d.header(h, e)
+		e.DurationNs = *(*uint64)(unsafe.Pointer(&sample[HeaderSize]))
+		e.Ret = *(*int64)(unsafe.Pointer(&sample[HeaderSize+8]))
+		if h.Flags&FlagHasArgs != 0 {
+			copyArgs(e, sample[exitFixed:], n)
+		} else {
+			e.Nargs = 0
+			e.Args = [maxArgs]uint64{}
+		}
+	default:
+		return false, fmt.Errorf("record of unknown kind %d", h.Kind)
+	}
+	e.Comm = d.comms[h.Tid]
+	d.pairArgs(e)
+	return true, nil
+}
+
+// threadFrames are a thread's entries not yet matched by their exit, by
+// depth, so an exit (whose record carries no arguments) gets its entry's.
+type threadFrames struct {
+	f [16]struct {
+		funcID uint32
+		nargs  uint8
+		ok     bool
+		args   [maxArgs]uint64
+	}
+}
+
+func (d *Decoder) frames(tid uint32) *threadFrames {
+	if d.open == nil {
+		d.open = map[uint32]*threadFrames{}
+	}
+	t := d.open[tid]
+	if t == nil {
+		t = &threadFrames{}
+		d.open[tid] = t
+	}
+	return t
+}
+
+// pairArgs remembers an entry's arguments, or gives an exit its entry's.
+func (d *Decoder) pairArgs(e *bpfobj.TraceEvent) {
+	if e.Depth >= 16 {
+		return
+	}
+	t := d.frames(e.Tid)
+	fr := &t.f[e.Depth]
+	if e.Kind == KindEntry {
+		fr.funcID, fr.nargs, fr.ok, fr.args = e.FuncId, e.Nargs, true, e.Args
+		return
+	}
+	if e.Flags&(FlagHasArgs|FlagNoEntry) == 0 && fr.ok && fr.funcID == e.FuncId {
+		e.Args, e.Nargs = fr.args, fr.nargs
+		e.Flags |= FlagHasArgs
+	}
+	fr.ok = false
+}
+
+func (d *Decoder) header(h *bpfobj.TraceRecHdr, e *bpfobj.TraceEvent) {
+	e.TsNs, e.Tgid, e.Tid, e.FuncId = h.TsNs, h.Tgid, h.Tid, h.FuncId
+	e.Depth, e.Cpu, e.Kind, e.Mode, e.Flags, e.Nargs = h.Depth, uint32(h.Cpu), h.Kind, h.Mode, h.Flags, h.Nargs
+}
+
+func copyArgs(e *bpfobj.TraceEvent, b []byte, n int) {
+	e.Args = [maxArgs]uint64{}
+	for i := 0; i < n; i++ {
+		e.Args[i] = *(*uint64)(unsafe.Pointer(&b[8*i]))
+	}
 }
 
 // strSlot returns the string slot of argument i, or -1 when the record
@@ -150,6 +291,31 @@ func appendIndent(b []byte, n int) []byte {
 	return b
 }
 
+// commBytes returns the event's comm up to its NUL, without copying.
+func commBytes(e *bpfobj.TraceEvent) []byte {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&e.Comm[0])), len(e.Comm))
+	for i, c := range b {
+		if c == 0 {
+			return b[:i]
+		}
+	}
+	return b
+}
+
+// appendQuoted appends s as a JSON string: directly when it is printable
+// ASCII without quotes or backslashes (function names, most comms), else
+// through appendJSONString.
+func appendQuoted[T string | []byte](b []byte, s T) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return appendJSONString(b, []byte(s))
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
 // Comm returns the event's comm as a string.
 func Comm(e *bpfobj.TraceEvent) string {
 	b := unsafe.Slice((*byte)(unsafe.Pointer(&e.Comm[0])), len(e.Comm))
@@ -163,19 +329,21 @@ func Comm(e *bpfobj.TraceEvent) string {
 
 // ModeName names an event's attach mode.
 func ModeName(m uint8) string {
-	switch m {
-	case 1:
+	switch bpfobj.TraceFtpMode(m) {
+	case bpfobj.TraceFtpModeFTP_MODE_FENTRY:
 		return "fentry"
-	case 2:
+	case bpfobj.TraceFtpModeFTP_MODE_KPROBE_MULTI:
 		return "kprobe-multi"
-	case 3:
+	case bpfobj.TraceFtpModeFTP_MODE_KPROBE:
 		return "kprobe"
-	case 4:
+	case bpfobj.TraceFtpModeFTP_MODE_FSESSION:
 		return "fsession"
-	case 5:
+	case bpfobj.TraceFtpModeFTP_MODE_FENTRY_MULTI:
 		return "fentry-multi"
-	case 6:
+	case bpfobj.TraceFtpModeFTP_MODE_FSESSION_MULTI:
 		return "fsession-multi"
+	case bpfobj.TraceFtpModeFTP_MODE_KPROBE_SESSION:
+		return "kprobe-session"
 	}
 	return "mode" + strconv.Itoa(int(m))
 }
@@ -238,7 +406,87 @@ func AppendArgs(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {
 	if len(params) > 6 {
 		b = append(b, ", ..."...)
 	}
-	return append(b, ')')
+	b = append(b, ')')
+	if e.Flags&FlagVals != 0 && f != nil && len(f.Values) > 0 {
+		b = append(b, " {"...)
+		for i := range f.Values {
+			if i >= len(e.X.V) {
+				break
+			}
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, f.Values[i].Name...)
+			b = append(b, '=')
+			b = appendXValue(b, f.Values[i], e, i, false)
+		}
+		b = append(b, '}')
+	}
+	return b
+}
+
+// XValue returns --arg value i of e: the integer (or a string's address),
+// the string's bytes (without the NUL) and whether it was truncated, and
+// the errno of a faulted read (0 when it worked).
+func XValue(e *bpfobj.TraceEvent, i int) (v uint64, str []byte, truncated bool, errno int) {
+	n := int(e.X.Len[i])
+	if n < 0 {
+		return 0, nil, false, -n
+	}
+	v = e.X.V[i]
+	if e.X.Flags[i]&uint8(bpfobj.TraceFtpXvalFlagsFTP_XV_STR) == 0 || n == 0 {
+		return v, nil, false, 0
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&e.X.S[i][0])), len(e.X.S[i]))
+	n = min(n, len(b))
+	if n > 0 && b[n-1] == 0 {
+		n--
+	}
+	return v, b[:n], e.X.Flags[i]&uint8(bpfobj.TraceFtpXvalFlagsFTP_XV_TRUNCATED) != 0, 0
+}
+
+// appendXValue appends --arg value i: a quoted string ("…" after it when
+// truncated; NULL), the value as its type prints, or <fault> (JSON: null).
+func appendXValue(b []byte, val symbols.Value, e *bpfobj.TraceEvent, i int, json bool) []byte {
+	v, str, trunc, errno := XValue(e, i)
+	if errno != 0 {
+		if json {
+			return append(b, "null"...)
+		}
+		return append(b, "<fault>"...)
+	}
+	if val.Kind == symbols.ArgCharPtr {
+		if str == nil {
+			if json {
+				return append(b, "null"...)
+			}
+			return append(b, "NULL"...)
+		}
+		if json {
+			return appendJSONString(b, str)
+		}
+		b = strconv.AppendQuote(b, string(str))
+		if trunc {
+			b = append(b, "…"...)
+		}
+		return b
+	}
+	if val.Kind == symbols.ArgEnum && len(val.Enum) > 0 {
+		if n := symbols.EnumName(val.Enum, v, val.Size); n != "" {
+			if json {
+				return strconv.AppendQuote(b, n)
+			}
+			return append(b, n...)
+		}
+	}
+	if json {
+		switch val.Kind {
+		case symbols.ArgInt, symbols.ArgEnum, symbols.ArgUint, symbols.ArgBool:
+			return appendValue(b, v, val.Kind, val.Size)
+		}
+		return strconv.AppendUint(b, v, 10)
+	}
+	return appendValue(b, v, val.Kind, val.Size)
 }
 
 func appendValue(b []byte, v uint64, k symbols.ArgKind, size uint32) []byte {
@@ -332,19 +580,41 @@ func AppendDuration(b []byte, ns uint64) []byte {
 		b = strconv.AppendUint(b, ns, 10)
 		return append(b, "ns"...)
 	case ns < 1000_000:
-		b = strconv.AppendFloat(b, float64(ns)/1e3, 'f', 3, 64)
-		return append(b, "µs"...)
+		return append(appendFixed3(b, ns), "µs"...)
 	case ns < 1000_000_000:
-		b = strconv.AppendFloat(b, float64(ns)/1e6, 'f', 3, 64)
-		return append(b, "ms"...)
+		return append(appendFixed3(b, (ns+500)/1000), "ms"...)
 	}
-	b = strconv.AppendFloat(b, float64(ns)/1e9, 'f', 3, 64)
-	return append(b, 's')
+	return append(appendFixed3(b, (ns+500_000)/1000_000), 's')
+}
+
+// appendFixed3 appends v/1000 with three decimals ("3.066" for 3066).
+func appendFixed3(b []byte, v uint64) []byte {
+	b = strconv.AppendUint(b, v/1000, 10)
+	f := v % 1000
+	return append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
+}
+
+// AppendSeconds appends ns as seconds with six decimals (rounded to the
+// microsecond), as the text outputs print timestamps.
+func AppendSeconds(b []byte, ns uint64) []byte {
+	us := (ns + 500) / 1000
+	b = strconv.AppendUint(b, us/1_000_000, 10)
+	f := us % 1_000_000
+	var d [7]byte
+	d[0] = '.'
+	for i := 6; i >= 1; i-- {
+		d[i] = byte('0' + f%10)
+		f /= 10
+	}
+	return append(b, d[:]...)
 }
 
 // FuncName returns the display name for id.
 func (t Table) FuncName(id uint32) string {
 	if f := t.Lookup(id); f != nil {
+		if f.Copies <= 1 && f.Module == "" {
+			return f.Name // Display without building a string
+		}
 		return f.Display()
 	}
 	return "func#" + strconv.Itoa(int(id))
@@ -372,11 +642,17 @@ func (t *Text) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 	}
 	f := t.Table.Lookup(e.FuncId)
 	rel := e.TsNs - t.Base
-	b = strconv.AppendFloat(b, float64(rel)/1e9, 'f', 6, 64)
+	b = AppendSeconds(b, rel)
 	b = append(b, ' ')
-	b = appendPad(b, strconv.Itoa(int(e.Cpu)), 3)
+	switch {
+	case e.Cpu < 10:
+		b = append(b, ' ', ' ')
+	case e.Cpu < 100:
+		b = append(b, ' ')
+	}
+	b = strconv.AppendUint(b, uint64(e.Cpu), 10)
 	b = append(b, ' ')
-	b = append(b, Comm(e)...)
+	b = append(b, commBytes(e)...)
 	b = append(b, ' ')
 	b = strconv.AppendUint(b, uint64(e.Tgid), 10)
 	b = append(b, '/')
@@ -390,6 +666,11 @@ func (t *Text) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 		b = append(b, "→ "...)
 		b = append(b, name...)
 		b = AppendArgs(b, f, e)
+		if f != nil && f.EntryOnly != "" {
+			b = append(b, "  (entry only: "...)
+			b = append(b, f.EntryOnly...)
+			b = append(b, ')')
+		}
 		if e.Flags&FlagStack != 0 {
 			b = append(b, '\n')
 			return appendStackText(b, e, t.Syms, 8+2*min(int(e.Depth), 32))
@@ -434,11 +715,15 @@ func appendPad(b []byte, s string, w int) []byte {
 //	ret_str     exit: decoded return value ("-ENOENT", "ERR_PTR(-EINVAL)")
 //	duration_ns exit: time since the matching entry, ns (absent without entry)
 //	no_entry    exit: true when no entry was recorded
+//	entry_only  the function is traced at entry only, and why ("noreturn"):
+//	            its calls have no exit event by design
 //	strings     --strings: {"param": "value" | null (read failed)}
 //	truncated   --strings: ["param", ...] strings cut at 127 bytes
 //	string_errors --strings: {"param": "-EFAULT"} reads that failed
 //	stack       --stack: ["symbol+0xOFF [module]", ...] innermost first
 //	stack_error --stack: "-EFAULT" when the capture failed
+//	values      --arg: {"expr": number | "string" | "ENUM_NAME" | null (NULL or fault)}
+//	value_errors --arg: {"expr": "-EFAULT"} reads that faulted
 type JSON struct {
 	Table Table
 	Syms  Symbolizer // names stack frames (nil: hex addresses)
@@ -460,16 +745,16 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 	b = append(b, `,"tid":`...)
 	b = strconv.AppendUint(b, uint64(e.Tid), 10)
 	b = append(b, `,"comm":`...)
-	b = strconv.AppendQuote(b, Comm(e))
+	b = appendQuoted(b, commBytes(e))
 	b = append(b, `,"func":`...)
 	if f != nil {
-		b = strconv.AppendQuote(b, f.Name)
+		b = appendQuoted(b, f.Name)
 		if f.Module != "" {
 			b = append(b, `,"module":`...)
-			b = strconv.AppendQuote(b, f.Module)
+			b = appendQuoted(b, f.Module)
 		}
 	} else {
-		b = strconv.AppendQuote(b, j.Table.FuncName(e.FuncId))
+		b = appendQuoted(b, j.Table.FuncName(e.FuncId))
 	}
 	b = append(b, `,"func_id":`...)
 	b = strconv.AppendUint(b, uint64(e.FuncId), 10)
@@ -477,6 +762,10 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 	b = append(b, ModeName(e.Mode)...)
 	b = append(b, `","depth":`...)
 	b = strconv.AppendUint(b, uint64(e.Depth), 10)
+	if f != nil && f.EntryOnly != "" {
+		b = append(b, `,"entry_only":`...)
+		b = strconv.AppendQuote(b, f.EntryOnly)
+	}
 	if e.Flags&FlagHasArgs != 0 {
 		b = append(b, `,"args":[`...)
 		n := int(e.Nargs)
@@ -493,6 +782,9 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 	}
 	if e.Flags&FlagStrings != 0 {
 		b = appendJSONStrings(b, f, e)
+	}
+	if e.Flags&FlagVals != 0 && f != nil && len(f.Values) > 0 {
+		b = appendJSONValues(b, f, e)
 	}
 	if e.Flags&FlagStack != 0 {
 		b = j.appendJSONStack(b, e)
@@ -511,6 +803,42 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 		}
 	}
 	return append(b, "}\n"...)
+}
+
+// appendJSONValues appends "values" (--arg, by expression) and, for reads
+// that faulted, "value_errors".
+func appendJSONValues(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {
+	b = append(b, `,"values":{`...)
+	var faults []int
+	for i, val := range f.Values {
+		if i >= len(e.X.V) {
+			break
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendQuoted(b, val.Name)
+		b = append(b, ':')
+		b = appendXValue(b, val, e, i, true)
+		if e.X.Len[i] < 0 {
+			faults = append(faults, i)
+		}
+	}
+	b = append(b, '}')
+	if len(faults) > 0 {
+		b = append(b, `,"value_errors":{`...)
+		for j, i := range faults {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendQuoted(b, f.Values[i].Name)
+			b = append(b, `:"`...)
+			b = appendErrno(b, int64(e.X.Len[i]))
+			b = append(b, '"')
+		}
+		b = append(b, '}')
+	}
+	return b
 }
 
 // Signature is "ret name(type a, type b)" from a prototype, for plans.

@@ -45,20 +45,6 @@ func sample(kind uint8, fn uint32, depth uint16) bpfobj.TraceEvent {
 	return e
 }
 
-func bytesOf(e *bpfobj.TraceEvent) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(e)), RecordSize)
-}
-
-func TestDecodeRoundTrip(t *testing.T) {
-	assert.Equal(t, 640, RecordSize, "struct event size must match bpf/trace.bpf.c")
-	in := sample(KindExit, 0, 2)
-	var out bpfobj.TraceEvent
-	require.NoError(t, Decode(bytesOf(&in), &out))
-	assert.Equal(t, in, out)
-	assert.Equal(t, "workload", Comm(&out))
-	assert.Error(t, Decode(make([]byte, 10), &out))
-}
-
 func TestTextFormat(t *testing.T) {
 	tx := &Text{Table: table}
 	en := sample(KindEntry, 0, 0)
@@ -129,9 +115,7 @@ func benchSamples() [][]byte {
 	var out [][]byte
 	for _, e := range []bpfobj.TraceEvent{sample(KindEntry, 0, 0), sample(KindExit, 0, 0), sample(KindEntry, 1, 1), sample(KindExit, 1, 1)} {
 		e := e
-		b := make([]byte, RecordSize)
-		copy(b, bytesOf(&e))
-		out = append(out, b)
+		out = append(out, encode(&e))
 	}
 	return out
 }
@@ -140,10 +124,11 @@ func BenchmarkDecodeText(b *testing.B) {
 	s := benchSamples()
 	tx := &Text{Table: table}
 	var ev bpfobj.TraceEvent
+	dec := testDecoder()
 	buf := make([]byte, 0, 256)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if err := Decode(s[i&3], &ev); err != nil {
+		if _, err := dec.Decode(s[i&3], &ev); err != nil {
 			b.Fatal(err)
 		}
 		buf = tx.Append(buf[:0], &ev)
@@ -155,10 +140,11 @@ func BenchmarkDecodeJSON(b *testing.B) {
 	s := benchSamples()
 	j := &JSON{Table: table}
 	var ev bpfobj.TraceEvent
+	dec := testDecoder()
 	buf := make([]byte, 0, 512)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if err := Decode(s[i&3], &ev); err != nil {
+		if _, err := dec.Decode(s[i&3], &ev); err != nil {
 			b.Fatal(err)
 		}
 		buf = j.Append(buf[:0], &ev)
@@ -197,10 +183,11 @@ func BenchmarkGraph(b *testing.B) {
 	s := benchSamples()
 	g := &Graph{Table: table}
 	var ev bpfobj.TraceEvent
+	dec := testDecoder()
 	buf := make([]byte, 0, 512)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if err := Decode(s[i&3], &ev); err != nil {
+		if _, err := dec.Decode(s[i&3], &ev); err != nil {
 			b.Fatal(err)
 		}
 		buf = g.Append(buf[:0], &ev)
@@ -255,19 +242,6 @@ func setStr(e *bpfobj.TraceEvent, slot int, arg uint8, s string, n int16, flags 
 	e.StrFlags[slot] = flags
 	e.StrLen[slot] = n
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&e.Str[slot][0])), len(e.Str[slot])), s)
-}
-
-func TestDecodeHeaderOnly(t *testing.T) {
-	assert.Equal(t, 112, HeaderSize, "struct event header must match bpf/trace.bpf.c")
-	assert.Equal(t, 112+16+2*128+32*8, RecordSize, "struct event with tail")
-	in := sample(KindEntry, 0, 0)
-	var out bpfobj.TraceEvent
-	setStr(&out, 0, 1, "stale", 6, 0) // a previous full record's tail
-	require.NoError(t, Decode(bytesOf(&in)[:HeaderSize], &out))
-	assert.Equal(t, in.Args, out.Args)
-	assert.Equal(t, uint8(FlagHasArgs), out.Flags, "header-only: no tail flags")
-	assert.Contains(t, string((&Text{Table: table}).Append(nil, &out)), "filename=0xffffe2a627bc", "the stale tail is not shown")
-	assert.Error(t, Decode(make([]byte, HeaderSize+1), &out))
 }
 
 func TestEnumBoolNull(t *testing.T) {
@@ -355,16 +329,84 @@ func BenchmarkDecodeTextStrings(b *testing.B) {
 	en := sample(KindEntry, 0, 0)
 	setStr(&en, 0, 1, "/etc/hostname", 14, StrUser)
 	ex := sample(KindExit, 0, 0)
-	s := [][]byte{append([]byte(nil), bytesOf(&en)...), append([]byte(nil), bytesOf(&ex)[:HeaderSize]...)}
+	s := [][]byte{encode(&en), encode(&ex)}
 	tx := &Text{Table: table}
 	var ev bpfobj.TraceEvent
+	dec := testDecoder()
 	buf := make([]byte, 0, 256)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if err := Decode(s[i&1], &ev); err != nil {
+		if _, err := dec.Decode(s[i&1], &ev); err != nil {
 			b.Fatal(err)
 		}
 		buf = tx.Append(buf[:0], &ev)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+}
+
+// TestEntryOnlyMarked: an entry-only function's entry says it has no exit
+// by design in text, JSON and the call graph (one line, nothing held back
+// that would print as an open call).
+func TestEntryOnlyMarked(t *testing.T) {
+	exit := &symbols.Func{ID: 0, Name: "do_group_exit", EntryOnly: symbols.EntryOnlyNoreturn, Proto: &symbols.Proto{
+		Params:  []symbols.Param{{Name: "exit_code", Type: "int", Kind: symbols.ArgInt, Size: 4}},
+		RetKind: symbols.RetVoid, Ret: "void",
+	}}
+	tb := Table{exit, ext4Open}
+	e := sample(KindEntry, 0, 0)
+	e.Args[0] = 256
+	txt := string((&Text{Table: tb}).Append(nil, &e))
+	assert.Contains(t, txt, "→ do_group_exit(exit_code=256)  (entry only: noreturn)\n")
+	js := decodeJSON(t, (&JSON{Table: tb}).Append(nil, &e))
+	assert.Equal(t, "noreturn", js["entry_only"])
+	o := sample(KindEntry, 1, 0)
+	assert.NotContains(t, string((&JSON{Table: tb}).Append(nil, &o)), "entry_only", "a function that returns")
+
+	// Graph: an open call, then the noreturn entry inside it on its own line.
+	g := &Graph{Table: tb}
+	var b []byte
+	b = g.Append(b, &o)
+	in := sample(KindEntry, 0, 1)
+	in.Args[0] = 9
+	b = g.Append(b, &in)
+	b = g.Flush(b)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	require.Len(t, lines, 2, "%s", b)
+	assert.True(t, strings.HasSuffix(lines[0], "|  ext4_file_open [ext4](inode=0xffffffffffffff9c, filp=0xffffe2a627bc) {"), lines[0])
+	assert.True(t, strings.HasSuffix(lines[1], "|    do_group_exit(exit_code=9);  /* entry only: noreturn */"), lines[1])
+}
+
+// TestEntryOnlyPerfetto: an entry-only entry is an instant event on its
+// thread's track, with its arguments; other entries wait for their exits.
+func TestEntryOnlyPerfetto(t *testing.T) {
+	nr := &symbols.Func{ID: 0, Name: "do_exit", EntryOnly: symbols.EntryOnlyNoreturn, Proto: &symbols.Proto{
+		Params: []symbols.Param{{Name: "code", Type: "long", Kind: symbols.ArgInt, Size: 8}}, RetKind: symbols.RetVoid}}
+	p := &Perfetto{Table: Table{nr, ext4Open}}
+	e := sample(KindEntry, 0, 0)
+	e.Args[0] = 512
+	p.Add(&e)
+	o := sample(KindEntry, 1, 0)
+	p.Add(&o)
+	var b bytes.Buffer
+	_, err := p.WriteTo(&b)
+	require.NoError(t, err)
+	var doc struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(b.Bytes(), &doc))
+	var inst []map[string]any
+	for _, ev := range doc.TraceEvents {
+		if ev["ph"] != "M" {
+			inst = append(inst, ev)
+		}
+	}
+	require.Len(t, inst, 1, "%s", b.String())
+	assert.Equal(t, "i", inst[0]["ph"])
+	assert.Equal(t, "t", inst[0]["s"])
+	assert.Equal(t, "do_exit", inst[0]["name"])
+	assert.EqualValues(t, 1_000_000, inst[0]["ts"])
+	assert.EqualValues(t, 106, inst[0]["tid"])
+	args := inst[0]["args"].(map[string]any)
+	assert.Equal(t, "(code=512)", args["args"])
+	assert.Equal(t, "noreturn", args["entry_only"])
 }

@@ -11,7 +11,9 @@ import (
 // call level, nested by depth per thread, a leaf call (entry directly
 // followed by its exit on the same thread) folded onto one line, the
 // duration on closing lines, a marker line whenever the output switches to
-// another thread, and "no entry recorded" on exits whose entry was not seen:
+// another thread, "no entry recorded" on exits whose entry was not seen, and
+// an entry-only function's entry (symbols.Func.EntryOnly) on a line of its
+// own ending in ";  /* entry only: noreturn */":
 //
 //	TIME(s) CPU TGID/TID  DURATION |  do_sys_openat2(dfd=-100, ...) {
 //	TIME(s) CPU TGID/TID  12.100µs |    getname(...) = 0xffff...;
@@ -39,6 +41,18 @@ func (g *Graph) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 	if e.Kind == KindEntry {
 		if held {
 			b = g.open(b, p)
+		}
+		if f := g.Table.Lookup(e.FuncId); f != nil && f.EntryOnly != "" {
+			// No exit will come: one line, nothing held.
+			if p != nil {
+				p.Kind = 0
+			}
+			b = g.prefix(b, e, nil)
+			b = append(b, f.Display()...)
+			b = AppendArgs(b, f, e)
+			b = append(b, ";  /* entry only: "...)
+			b = append(b, f.EntryOnly...)
+			return append(b, " */\n"...)
 		}
 		if p == nil {
 			p = new(bpfobj.TraceEvent)
@@ -80,7 +94,7 @@ func (g *Graph) prefix(b []byte, e *bpfobj.TraceEvent, dur []byte) []byte {
 		b = append(b, " ------\n"...)
 	}
 	g.lastTid = e.Tid
-	b = strconv.AppendFloat(b, float64(e.TsNs-g.Base)/1e9, 'f', 6, 64)
+	b = AppendSeconds(b, e.TsNs-g.Base)
 	b = append(b, ' ')
 	b = appendPad(b, strconv.Itoa(int(e.Cpu)), 3)
 	b = append(b, ' ')

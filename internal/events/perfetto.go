@@ -24,22 +24,34 @@ type Perfetto struct {
 }
 
 type traceEvent struct {
-	Name string         `json:"name"`
-	Cat  string         `json:"cat,omitempty"`
-	Ph   string         `json:"ph"`
-	Ts   float64        `json:"ts"`
-	Dur  float64        `json:"dur,omitempty"`
-	Pid  uint32         `json:"pid"`
-	Tid  uint32         `json:"tid"`
-	Args map[string]any `json:"args,omitempty"`
+	Name  string         `json:"name"`
+	Cat   string         `json:"cat,omitempty"`
+	Ph    string         `json:"ph"`
+	Ts    float64        `json:"ts"`
+	Dur   float64        `json:"dur,omitempty"`
+	Scope string         `json:"s,omitempty"` // instant events: "t" (thread)
+	Pid   uint32         `json:"pid"`
+	Tid   uint32         `json:"tid"`
+	Args  map[string]any `json:"args,omitempty"`
 }
 
-// Add records e (exits only; entries are carried by their exits).
+// Add records e: exits as slices (entries are carried by their exits), and
+// the entries of entry-only functions (symbols.Func.EntryOnly) as instant
+// events (ph "i", thread scope).
 func (p *Perfetto) Add(e *bpfobj.TraceEvent) {
 	if p.threads == nil {
 		p.threads = map[[2]uint32]string{}
 	}
 	p.threads[[2]uint32{e.Tgid, e.Tid}] = Comm(e)
+	if f := p.Table.Lookup(e.FuncId); e.Kind == KindEntry && f != nil && f.EntryOnly != "" {
+		// No exit will come: an instant event on the thread's track.
+		p.slices = append(p.slices, traceEvent{
+			Name: p.Table.FuncName(e.FuncId), Cat: "kernel", Ph: "i", Scope: "t",
+			Ts: float64(e.TsNs) / 1e3, Pid: e.Tgid, Tid: e.Tid,
+			Args: map[string]any{"args": string(AppendArgs(nil, f, e)), "mode": ModeName(e.Mode), "cpu": e.Cpu, "entry_only": f.EntryOnly},
+		})
+		return
+	}
 	if e.Kind != KindExit {
 		return
 	}

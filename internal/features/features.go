@@ -4,22 +4,28 @@
 package features
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
-
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
-// Modes probed, in report order.
-var Modes = []string{"fentry", "fexit", "fsession", "fentry.multi", "fexit.multi", "fsession.multi", "kprobe.multi", "kretprobe.multi", "kprobe.session", "kprobe", "kretprobe", "tp_btf"}
+// Modes probed, in report order: every attach path of attach.Paths but
+// raw_tp (a tracepoint on every syscall, not a function).
+var Modes = func() []string {
+	var ms []string
+	for _, p := range attach.Paths {
+		if p.Path != attach.PathRawTP {
+			ms = append(ms, string(p.Path))
+		}
+	}
+	return ms
+}()
 
 // Target is the function the probes attach to: present and traceable on
 // every kernel ftprobe supports (5.6+), and not on a hot path.
@@ -111,95 +117,23 @@ func (r *Report) Get(mode string) Result {
 	return Result{Mode: mode}
 }
 
-// trampoline7 are the Linux 7.x trampoline modes: program and attach type.
-var trampoline7 = map[string]struct {
-	prog string
-	at   ebpf.AttachType
-}{
-	"fsession":       {"count_fsession", attach.AttachTraceFSession},
-	"fentry.multi":   {"count_fentry", attach.AttachTraceFEntryMulti},
-	"fexit.multi":    {"count_fexit", attach.AttachTraceFExitMulti},
-	"fsession.multi": {"count_fsession", attach.AttachTraceFSessionMulti},
-}
-
-// probe7 loads and attaches a 7.x trampoline mode with ftprobe's own
-// loader (internal/attach/tracingmulti.go).
-func probe7(spec *ebpf.CollectionSpec, mode string) error {
-	t := trampoline7[mode]
-	if err := attach.CheckAttachType(t.at); err != nil {
-		return err
-	}
-	ld, err := attach.NewTrampolineLoader(spec, nil)
-	if err != nil {
-		return err
-	}
-	defer ld.Close()
-	target := attach.MultiTarget
-	if mode == "fsession" {
-		target = Target
-	}
-	p, err := ld.Load(t.prog, t.at, target)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	var l link.Link
-	if mode == "fsession" {
-		l, err = attach.AttachFSession(p, 0)
-	} else {
-		var id btf.TypeID
-		if id, err = ld.IDs.ID(Target); err != nil {
-			return err
-		}
-		l, err = attach.AttachTracingMulti(p, t.at, []btf.TypeID{id}, []uint64{0})
-	}
-	if err != nil {
-		return err
-	}
-	return l.Close()
-}
-
-func probe(mode string) error {
+// probe attaches the counting program of path to Target through the
+// attach layer (attach.OpenPath, the constructors trace and compare use)
+// and detaches it.
+func probe(path string) error {
 	spec, err := bpfobj.LoadBench()
 	if err != nil {
 		return fmt.Errorf("load BPF object: %w", err)
 	}
-	if _, ok := trampoline7[mode]; ok {
-		return probe7(spec, mode)
+	p := attach.Path(path)
+	o := attach.PathOptions{Spec: spec, Program: attach.CountingProgram[p]}
+	if p != attach.PathTPBTF {
+		o.Funcs = []*symbols.Func{{Name: Target, BTFName: Target}}
 	}
-	prog := map[string]string{
-		"fentry": "count_fentry", "fexit": "count_fexit", "kprobe.multi": "count_kmulti",
-		"kretprobe.multi": "count_kretmulti", "kprobe.session": "count_ksession",
-		"kprobe": "count_kprobe", "kretprobe": "count_kretprobe", "tp_btf": "count_tp_btf",
-	}[mode]
-	ps := spec.Programs[prog]
-	if strings.HasPrefix(mode, "f") {
-		ps.AttachTo = Target
-	}
-	coll := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{prog: ps}, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder}
-	c, err := ebpf.NewCollection(coll)
+	pp, err := attach.OpenPath(context.Background(), p, o)
 	if err != nil {
-		return err
+		return errors.Unwrap(err) // the kernel's error, without OpenPath's "path on func" prefix (Reason names both)
 	}
-	defer c.Close()
-	p := c.Programs[prog]
-	var l link.Link
-	switch mode {
-	case "fentry", "fexit", "tp_btf":
-		l, err = link.AttachTracing(link.TracingOptions{Program: p})
-	case "kprobe.multi":
-		l, err = link.KprobeMulti(p, link.KprobeMultiOptions{Symbols: []string{Target}})
-	case "kretprobe.multi":
-		l, err = link.KretprobeMulti(p, link.KprobeMultiOptions{Symbols: []string{Target}})
-	case "kprobe.session":
-		l, err = link.KprobeMulti(p, link.KprobeMultiOptions{Symbols: []string{Target}, Session: true})
-	case "kprobe":
-		l, err = link.Kprobe(Target, p, nil)
-	case "kretprobe":
-		l, err = link.Kretprobe(Target, p, nil)
-	}
-	if err != nil {
-		return err
-	}
-	return l.Close()
+	pp.Close()
+	return nil
 }

@@ -134,6 +134,10 @@ func orUnknown(s string) string {
 	return s
 }
 
+// ErrnoName is the errno's symbolic name ("EINVAL", "ENOTSUPP" for the
+// kernel-internal 524), or "errno N".
+func ErrnoName(e unix.Errno) string { return errnoName(e) }
+
 func errnoName(e unix.Errno) string {
 	if e == enotsupp {
 		return "ENOTSUPP"

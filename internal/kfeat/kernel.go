@@ -224,17 +224,40 @@ func TracefsMounted() bool {
 	return err == nil
 }
 
-// MaxTrampolineArgs is the number of arguments a BPF trampoline accepts on
-// this kernel: x86-64 6 before 6.6 and 12 since (commit 473e3150e30a,
-// "bpf, x86: allow function arguments up to 12 for TRACING"); arm64 8.
-func (in *Info) MaxTrampolineArgs() int {
-	if in.Arch == "amd64" {
+// DocumentedTrampolineLimits is what BPF trampolines take on this kernel by
+// written rule, for when no trial load can be made (internal/trial): the
+// argument slots (8 bytes each; a struct by value takes one per 8 bytes),
+// the largest struct passed by value in bytes (0: none), and the rule's
+// name for reason texts. Sources: x86-64 6 slots before 6.6 and 12 since
+// (commit 473e3150e30a, "bpf, x86: allow function arguments up to 12 for
+// TRACING"), structs up to 16 bytes since 6.1 (the generic limit in
+// kernel/bpf/btf.c); arm64 8 slots (the argument registers) before the
+// 2025 arm64 JIT work and 12 (MAX_BPF_FUNC_ARGS) after it, measured in the
+// lab on 7.3.4 and assumed from 6.17 on, structs up to 16 bytes since 6.5
+// ("bpf, arm64: Support struct arguments in the BPF trampoline"). Versions
+// between those the lab measured are not verified.
+func (in *Info) DocumentedTrampolineLimits() (slots int, maxStruct uint32, rule string) {
+	switch in.Arch {
+	case "amd64":
+		slots = 6
 		if in.AtLeast(6, 6) {
-			return 12
+			slots = 12
 		}
-		return 6
+		if in.AtLeast(6, 1) {
+			maxStruct = 16
+		}
+	case "arm64":
+		slots = 8
+		if in.AtLeast(6, 17) {
+			slots = 12
+		}
+		if in.AtLeast(6, 5) {
+			maxStruct = 16
+		}
+	default:
+		slots = 6
 	}
-	return 8
+	return slots, maxStruct, fmt.Sprintf("the documented rule for %s %d.%d", in.Arch, in.Major, in.Minor)
 }
 
 func (in *Info) String() string {

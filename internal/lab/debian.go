@@ -193,12 +193,30 @@ func (a *aptEnv) update(ctx context.Context, log io.Writer, maxAge time.Duration
 	return os.WriteFile(stamp, nil, 0o644)
 }
 
-var kernelPkgRe = regexp.MustCompile(`^linux-(?:binary-unsigned|image)-(\d+\.\d+[^-]*)(?:-\d+)?-(arm64|amd64)(-unsigned)?$`)
+// kernelPkgRe matches Debian kernel image package names: version, flavour
+// prefix (rt, cloud), architecture, flavour suffix (16k); dbg packages do
+// not match.
+var kernelPkgRe = regexp.MustCompile(`^linux-(?:binary-unsigned|image)-(\d+\.\d+[^-]*)(?:-\d+)?-(?:(rt|cloud)-)?(arm64|amd64)(?:-(16k))?(-unsigned)?$`)
 
-// candidates lists the kernel image packages for the architecture: the
-// generic flavour only (no rt, cloud, 16k or dbg), with a real image inside
-// (metapackages of a few KB are skipped).
-func (a *aptEnv) candidates(ctx context.Context) ([]debPkg, error) {
+// Flavours are the Debian kernel flavours besides the generic one that
+// ResolveDebian takes as VERSION-FLAVOUR (7.3-rt: PREEMPT_RT; 7.3-16k:
+// 16 KiB pages, arm64; 7.3-cloud: the cloud-arm64/cloud-amd64 config).
+var Flavours = []string{"rt", "16k", "cloud"}
+
+// pkgFlavour returns the flavour of a kernel package name ("" generic) and
+// whether the name is a kernel image of arch.
+func pkgFlavour(name, arch string) (string, bool) {
+	m := kernelPkgRe.FindStringSubmatch(name)
+	if m == nil || m[3] != arch {
+		return "", false
+	}
+	return m[2] + m[4], true
+}
+
+// candidates lists the kernel image packages for the architecture and
+// flavour ("" generic), with a real image inside (metapackages of a few KB
+// are skipped).
+func (a *aptEnv) candidates(ctx context.Context, flavour string) ([]debPkg, error) {
 	var names []string
 	for _, prefix := range []string{"linux-image-", "linux-binary-unsigned-"} {
 		out, err := exec.CommandContext(ctx, "apt-cache", append(a.opts(), "pkgnames", prefix)...).Output()
@@ -206,7 +224,7 @@ func (a *aptEnv) candidates(ctx context.Context) ([]debPkg, error) {
 			return nil, fmt.Errorf("apt-cache pkgnames: %w", err)
 		}
 		for _, n := range strings.Fields(string(out)) {
-			if m := kernelPkgRe.FindStringSubmatch(n); m != nil && m[2] == a.arch {
+			if f, ok := pkgFlavour(n, a.arch); ok && f == flavour {
 				names = append(names, n)
 			}
 		}
@@ -336,8 +354,11 @@ func versionLess(a, b string) bool {
 // metadata, downloads the package once into the cache (SHA-256 checked
 // against the metadata, so an interrupted download is never used), extracts
 // the kernel image and config without installing, and records the exact
-// version in kernel.json beside them.
+// version in kernel.json beside them. VERSION is "latest", MAJOR.MINOR or
+// an exact upstream version, with an optional flavour suffix (Flavours:
+// "7.3-rt").
 func ResolveDebian(ctx context.Context, version, arch string, log io.Writer) (*Kernel, error) {
+	spec := version
 	if arch != "arm64" && arch != "amd64" {
 		return nil, fmt.Errorf("debian:%s: unsupported architecture %q (want arm64 or amd64)", version, arch)
 	}
@@ -352,13 +373,19 @@ func ResolveDebian(ctx context.Context, version, arch string, log io.Writer) (*K
 	if err := apt.update(ctx, log, 24*time.Hour); err != nil {
 		return nil, err
 	}
-	pkgs, err := apt.candidates(ctx)
+	flavour := ""
+	for _, f := range Flavours {
+		if v, ok := strings.CutSuffix(version, "-"+f); ok {
+			version, flavour = v, f
+		}
+	}
+	pkgs, err := apt.candidates(ctx, flavour)
 	if err != nil {
 		return nil, err
 	}
 	p, err := pickKernel(pkgs, version)
 	if err != nil {
-		return nil, fmt.Errorf("debian:%s (%s): %w", version, arch, err)
+		return nil, fmt.Errorf("debian:%s (%s): %w", spec, arch, err)
 	}
 	dir := filepath.Join(cache, "kernels", "v2", arch, p.Name+"_"+p.Version)
 	if k, err := loadKernelJSON(dir); err == nil {

@@ -47,20 +47,36 @@ func TestPickKernel(t *testing.T) {
 }
 
 func TestKernelPackageNames(t *testing.T) {
-	for name, ok := range map[string]bool{
-		"linux-binary-unsigned-7.3.4+deb13-arm64":       true,
-		"linux-image-6.12.117+deb13-arm64":              true,
-		"linux-image-6.12.117+deb13-arm64-unsigned":     true,
-		"linux-image-6.1.0-50-arm64":                    true,
-		"linux-image-6.1.0-50-amd64":                    true,
-		"linux-image-7.3.4+deb13-arm64-16k":             false,
-		"linux-image-7.3.4+deb13-rt-arm64":              false,
-		"linux-image-7.3.4+deb13-cloud-arm64":           false,
-		"linux-image-7.3.4+deb13-arm64-dbg":             false,
-		"linux-binary-unsigned-7.3.4+deb13-cloud-arm64": false,
+	const notKernel = "-" // not a kernel image of arm64
+	for name, flavour := range map[string]string{
+		"linux-binary-unsigned-7.3.4+deb13-arm64":       "",
+		"linux-image-6.12.117+deb13-arm64":              "",
+		"linux-image-6.12.117+deb13-arm64-unsigned":     "",
+		"linux-image-6.1.0-50-arm64":                    "",
+		"linux-image-6.1.0-50-amd64":                    notKernel,
+		"linux-image-7.3.4+deb13-arm64-16k":             "16k",
+		"linux-image-6.12.117+deb13-arm64-16k-unsigned": "16k",
+		"linux-image-7.3.4+deb13-rt-arm64":              "rt",
+		"linux-image-6.1.0-50-rt-arm64-unsigned":        "rt",
+		"linux-image-7.3.4+deb13-cloud-arm64":           "cloud",
+		"linux-binary-unsigned-7.3.4+deb13-cloud-arm64": "cloud",
+		"linux-binary-unsigned-7.2.13+deb14-arm64-16k":  "16k",
+		"linux-image-7.3.4+deb13-arm64-dbg":             notKernel,
+		"linux-image-6.12.117+deb13-rt-arm64-dbg":       notKernel,
+		"linux-headers-7.3.4+deb13-arm64":               notKernel,
+		"linux-binary-unsigned-7.3.4+deb13-cloud-amd64": notKernel,
 	} {
-		assert.Equal(t, ok, kernelPkgRe.MatchString(name), name)
+		f, ok := pkgFlavour(name, "arm64")
+		if flavour == notKernel {
+			assert.False(t, ok, name)
+			continue
+		}
+		assert.True(t, ok, name)
+		assert.Equal(t, flavour, f, name)
 	}
+	f, ok := pkgFlavour("linux-binary-unsigned-7.3.4+deb13-cloud-amd64", "amd64")
+	assert.True(t, ok)
+	assert.Equal(t, "cloud", f)
 }
 
 func TestVersionLess(t *testing.T) {

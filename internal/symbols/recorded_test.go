@@ -3,6 +3,7 @@ package symbols
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -163,11 +164,19 @@ func TestRecordedDuplicates(t *testing.T) {
 				assert.Equal(t, len(addrs), f.Copies)
 				assert.Equal(t, fmt.Sprintf("%s@%#x", name, addrs[i]), f.Display())
 			}
+			// fentry attaches by name: the kernel resolves the lowest
+			// address; the other copies are refused and say which copy a
+			// trampoline gets, and kprobe-multi takes them.
 			r, err = fx.k.Resolve([]string{name}, nil, ModeFentry, 0)
 			require.NoError(t, err, name)
 			require.Len(t, r.Funcs, 1, "%s: fentry attaches one copy by BTF id", name)
-			require.Len(t, r.Notes, 1)
-			assert.Contains(t, r.Notes[0], fmt.Sprintf("ambiguous (%d copies: %s@%#x, ", len(addrs), name, addrs[0]))
+			low := slices.Min(addrs)
+			assert.Equal(t, low, r.Funcs[0].Addr, "the lowest address")
+			require.Len(t, r.Skipped, len(addrs)-1)
+			for _, f := range r.Skipped {
+				assert.Equal(t, fmt.Sprintf("another copy: a trampoline attaches by name to the copy the kernel resolves (%s@%#x, the lowest address), not this one", name, low), f.Skip[ModeFentry])
+				assert.Equal(t, fmt.Sprintf("--mode kprobe-multi or kprobe takes it (%s@%#x selects this copy only)", name, f.Addr), fx.k.Fix(f, ModeFentry))
+			}
 			last := addrs[len(addrs)-1]
 			r, err = fx.k.Resolve([]string{fmt.Sprintf("%s@%x", name, last)}, nil, ModeKprobeMulti, 0)
 			require.NoError(t, err, name)
@@ -250,37 +259,90 @@ func skipsFentryOnly(t *testing.T, fx fixture, name, want string) {
 	assert.NoError(t, err, name)
 }
 
-func TestRecordedPrototypeLimits(t *testing.T) {
-	eachKernel(t, func(t *testing.T, fx fixture) {
-		ok := func(fp *btf.FuncProto) bool { return !rawVarargs(fp) && !rawByValue(fp) }
-		above := fx.plain(func(name string, fp *btf.FuncProto) bool {
-			return ok(fp) && len(fp.Params) > fx.meta.MaxArgs && !noreturn[name]
-		})
-		require.NotEmpty(t, above, "no function above the %d-argument limit recorded", fx.meta.MaxArgs)
-		for _, name := range above {
-			skipsFentryOnly(t, fx, name, fmt.Sprintf("%d arguments, above the %s trampoline limit of %d", len(fx.rawProto(name, "").Params), fx.meta.Arch, fx.meta.MaxArgs))
+// rawStructSize is the largest struct or union fp takes by value (0: none)
+// and the first parameter of that size.
+func rawStructSize(fp *btf.FuncProto) (uint32, string) {
+	var m uint32
+	name := ""
+	for _, p := range fp.Params {
+		switch u := btf.UnderlyingType(p.Type).(type) {
+		case *btf.Struct, *btf.Union:
+			if sz, _ := btf.Sizeof(u); uint32(sz) > m {
+				m, name = uint32(sz), p.Name
+			}
 		}
-		within := fx.plain(func(name string, fp *btf.FuncProto) bool {
-			return ok(fp) && len(fp.Params) > 6 && len(fp.Params) <= fx.meta.MaxArgs && !noreturn[name] && len(fx.addrs(name, "")) == 1
-		})
-		require.NotEmpty(t, within, "no function with 7..%d arguments recorded", fx.meta.MaxArgs)
-		r, err := fx.k.Resolve(within, nil, ModeFentry, 0)
-		require.NoError(t, err, "within the limit, fentry takes them")
-		assert.Len(t, r.Funcs, len(within))
+	}
+	return m, name
+}
 
-		varargs := fx.plain(func(_ string, fp *btf.FuncProto) bool { return rawVarargs(fp) })
-		require.NotEmpty(t, varargs, "no varargs function recorded")
-		for _, name := range varargs {
-			skipsFentryOnly(t, fx, name, "varargs prototype")
-		}
-		byValue := fx.plain(func(_ string, fp *btf.FuncProto) bool {
-			return !rawVarargs(fp) && rawByValue(fp) && len(fp.Params) <= fx.meta.MaxArgs
-		})
-		require.NotEmpty(t, byValue, "no struct-by-value function recorded")
-		for _, name := range byValue {
-			skipsFentryOnly(t, fx, name, "struct passed by value")
+// limitSets are the trampoline limits the prototype tests run under: the
+// rule each fixture was recorded with (arm64 8 arguments and no struct by
+// value, as ftprobe assumed before trials), and what trials measured on
+// arm64 7.3.4 (12 arguments, structs up to 16 bytes). The verdicts must
+// follow the limits given, in both directions.
+func limitSets(fx fixture) map[string]RuleLimits {
+	return map[string]RuleLimits{
+		"recorded": {MaxArgs: fx.meta.MaxArgs, MaxStruct: fx.meta.MaxStruct, Rule: "the recorded rule"},
+		"measured": {MaxArgs: 12, MaxStruct: 16, Rule: "the kernel accepted a trial trampoline"},
+	}
+}
+
+func TestRecordedPrototypeLimits(t *testing.T) {
+	accepted := map[string]int{} // limit set and rule -> functions the limits let through
+	refused := map[string]int{}
+	eachKernel(t, func(t *testing.T, fx fixture) {
+		for set, lim := range limitSets(fx) {
+			fx.k.Limits = lim
+			ok := func(fp *btf.FuncProto) bool { return !rawVarargs(fp) && !rawByValue(fp) }
+			above := fx.plain(func(name string, fp *btf.FuncProto) bool {
+				return ok(fp) && len(fp.Params) > lim.MaxArgs && !noreturn[name]
+			})
+			require.NotEmpty(t, above, "no function above the %d-argument limit recorded", lim.MaxArgs)
+			for _, name := range above {
+				skipsFentryOnly(t, fx, name, fmt.Sprintf("too many arguments for a trampoline (%d arguments; %s: at most %d arguments)", len(fx.rawProto(name, "").Params), lim.Rule, lim.MaxArgs))
+			}
+			refused[set+" args"] += len(above)
+			within := fx.plain(func(name string, fp *btf.FuncProto) bool {
+				return ok(fp) && len(fp.Params) > 6 && len(fp.Params) <= lim.MaxArgs && !noreturn[name] && len(fx.addrs(name, "")) == 1
+			})
+			require.NotEmpty(t, within, "no function with 7..%d arguments recorded", lim.MaxArgs)
+			r, err := fx.k.Resolve(within, nil, ModeFentry, 0)
+			require.NoError(t, err, "within the limit, fentry takes them")
+			assert.Len(t, r.Funcs, len(within))
+			accepted[set+" args"] += len(within)
+
+			varargs := fx.plain(func(_ string, fp *btf.FuncProto) bool { return rawVarargs(fp) })
+			require.NotEmpty(t, varargs, "no varargs function recorded")
+			for _, name := range varargs {
+				skipsFentryOnly(t, fx, name, "varargs prototype")
+			}
+			byValue := fx.plain(func(name string, fp *btf.FuncProto) bool {
+				return !rawVarargs(fp) && rawByValue(fp) && len(fp.Params) <= 6 && !noreturn[name]
+			})
+			require.NotEmpty(t, byValue, "no struct-by-value function recorded")
+			for _, name := range byValue {
+				size, param := rawStructSize(fx.rawProto(name, ""))
+				if size > lim.MaxStruct {
+					skipsFentryOnly(t, fx, name, fmt.Sprintf("struct passed by value (%s, %d bytes; %s", param, size, lim.Rule))
+					refused[set+" struct"]++
+					continue
+				}
+				r, err := fx.k.Resolve([]string{name}, nil, ModeFentry, 0)
+				require.NoError(t, err, "%s: a %d-byte struct by value is within %d bytes", name, size, lim.MaxStruct)
+				assert.Empty(t, r.Funcs[0].Skip[ModeFSession], name)
+				accepted[set+" struct"]++
+			}
 		}
 	})
+	// Each limit set decided each way somewhere: the old rule refuses every
+	// struct by value, the measured one takes the small ones.
+	assert.Zero(t, accepted["recorded struct"])
+	assert.Positive(t, refused["recorded struct"])
+	assert.Positive(t, accepted["measured struct"])
+	assert.Positive(t, refused["measured struct"], "a struct above 16 bytes (arm64 va_list) is refused")
+	assert.Positive(t, accepted["measured args"])
+	assert.Positive(t, refused["measured args"])
+	assert.Greater(t, accepted["measured args"], accepted["recorded args"], "12 arguments let more functions through than 8")
 }
 
 func TestRecordedNoreturnDenyNotrace(t *testing.T) {
@@ -290,8 +352,21 @@ func TestRecordedNoreturnDenyNotrace(t *testing.T) {
 		})
 		require.NotEmpty(t, nr, "no noreturn function recorded")
 		for _, name := range nr {
-			skipsFentryOnly(t, fx, name, "noreturn function")
+			// Traced at entry only, in every mode.
+			for _, mode := range []string{ModeFentry, ModeKprobeMulti, ModeKprobe, ModeFSession, ModeFentryMulti} {
+				r, err := fx.k.Resolve([]string{name}, nil, mode, 0)
+				require.NoError(t, err, "%s in %s mode", name, mode)
+				require.NotEmpty(t, r.Funcs, name)
+				for _, f := range r.Funcs {
+					assert.Equal(t, EntryOnlyNoreturn, f.EntryOnly, "%s in %s mode", name, mode)
+				}
+				assert.Equal(t, "entry only: "+r.Funcs[0].Display()+" (noreturn)", EntryOnlySummary(r.Funcs[:1]))
+			}
 		}
+		r, err := fx.k.Resolve([]string{"vfs_read"}, nil, ModeFentry, 0)
+		require.NoError(t, err)
+		assert.Empty(t, r.Funcs[0].EntryOnly, "vfs_read returns")
+		assert.Empty(t, EntryOnlySummary(r.Funcs))
 		seen := map[string]bool{}
 		var denied, notrace []string
 		for _, s := range fx.k.Syms {
@@ -321,16 +396,17 @@ func TestRecordedNoreturnDenyNotrace(t *testing.T) {
 			assert.ErrorContains(t, err, "not in available_filter_functions")
 		}
 		// A glob over everything counts every reason.
-		r, err := fx.k.Resolve([]string{"*"}, nil, ModeFentry, 0)
+		r, err = fx.k.Resolve([]string{"*"}, nil, ModeFentry, 0)
 		require.NoError(t, err)
 		var reasons []string
 		for k := range r.Reasons {
 			reasons = append(reasons, k)
 		}
 		sort.Strings(reasons)
-		for _, want := range []string{"deny-listed", "not in available_filter_functions", "varargs prototype", "struct passed by value", "noreturn function", "compiler copy without BTF of its own"} {
+		for _, want := range []string{"deny-listed", "not in available_filter_functions", "varargs prototype", "struct passed by value", "compiler copy without BTF of its own"} {
 			assert.Contains(t, r.SkipSummary(), want)
 		}
+		assert.NotContains(t, r.SkipSummary(), "noreturn")
 		for _, f := range r.Funcs {
 			assert.Empty(t, f.Skip[ModeFentry], f.Name)
 		}
@@ -366,5 +442,32 @@ func TestRecordedModules(t *testing.T) {
 			_, err = fx.k.Resolve([]string{"no_such_module:" + s.Name}, nil, ModeKprobeMulti, 0)
 			assert.ErrorIs(t, err, ErrNoMatch, s.Name)
 		}
+	})
+}
+
+// TestRecordedFix: a refused function says what would make it traceable
+// where that is known, and nothing where no mode takes it.
+func TestRecordedFix(t *testing.T) {
+	eachKernel(t, func(t *testing.T, fx fixture) {
+		var cp, mod, denied *Func
+		fs, err := fx.k.Match([]string{"*"}, nil)
+		require.NoError(t, err)
+		for _, f := range fs {
+			switch {
+			case cp == nil && f.Module == "" && IsSuffixedCopy(f.Name) && f.Skip[ModeKprobeMulti] == "" && fx.k.Copies(BaseName(f.Name), "") > 0 && f.BTFName != "":
+				cp = f
+			case mod == nil && f.Module != "" && f.Skip[ModeFentry] == "" && f.Skip[ModeFSession] != "":
+				mod = f
+			case denied == nil && Denied(f.Name) != "":
+				denied = f
+			}
+		}
+		require.NotNil(t, cp, "a compiler copy whose original is in kallsyms")
+		assert.Equal(t, "trace the original "+BaseName(cp.Name)+" (its own BTF) in fentry mode; --mode kprobe-multi or kprobe takes it", fx.k.Fix(cp, ModeFentry))
+		assert.Empty(t, fx.k.Fix(cp, ModeKprobeMulti), "kprobe-multi takes it: nothing to fix")
+		require.NotNil(t, mod, "a module function")
+		assert.Equal(t, "--mode fentry or kprobe-multi or kprobe takes it", fx.k.Fix(mod, ModeFSession))
+		require.NotNil(t, denied)
+		assert.Empty(t, fx.k.Fix(denied, ModeFentry), "no mode takes a deny-listed function")
 	})
 }

@@ -10,11 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf/btf"
 )
@@ -141,14 +142,62 @@ var denyList = []string{
 	"kprobe_*", "*kretprobe*", "bpf_dispatcher_*", "copy_from_kernel_nofault*",
 }
 
-// noreturn lists functions that never return; the verifier rejects fexit on
-// them (kernel/bpf/verifier.c noreturn_deny), so fentry mode, which pairs
-// fentry with fexit, skips them.
+// noreturn lists functions that never return: the verifier rejects fexit on
+// those of kernel/bpf/verifier.c noreturn_deny (do_exit, do_group_exit,
+// kthread_exit, kthread_complete_and_exit, make_task_dead,
+// __module_put_and_kthread_exit, the x86 exit/exit_group syscall
+// handlers, the KUnit aborts), and a return probe on any of them never
+// fires (the arm64 exit syscall handlers, panic, ...). They are traced at
+// entry only (Func.EntryOnly) in every mode.
 var noreturn = map[string]bool{
 	"do_exit": true, "do_group_exit": true, "kthread_exit": true, "make_task_dead": true,
 	"__module_put_and_kthread_exit": true, "kthread_complete_and_exit": true, "panic": true,
 	"do_task_dead": true, "__stack_chk_fail": true, "rewind_stack_and_make_dead": true,
 	"machine_real_restart": true, "cpu_startup_entry": true, "__ubsan_handle_builtin_unreachable": true,
+	"__x64_sys_exit": true, "__x64_sys_exit_group": true, "__ia32_sys_exit": true, "__ia32_sys_exit_group": true,
+	"__arm64_sys_exit": true, "__arm64_sys_exit_group": true, "__kunit_abort": true, "kunit_try_catch_throw": true,
+}
+
+// IsNoreturn reports whether name (or the function it is a compiler copy
+// of) never returns (the noreturn list: the verifier's noreturn_deny set,
+// which refuses fexit on it, and the others whose return probe would never
+// fire); such functions are traced at entry only.
+func IsNoreturn(name string) bool { return noreturn[BaseName(name)] }
+
+// NoreturnNames lists the functions IsNoreturn knows, sorted.
+func NoreturnNames() []string {
+	out := make([]string, 0, len(noreturn))
+	for n := range noreturn {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Copies returns how many kallsyms addresses name has in module ("" for
+// vmlinux).
+func (k *Kernel) Copies(name, module string) int {
+	n := 0
+	for _, j := range k.byName[name] {
+		if k.Syms[j].Module == module {
+			n++
+		}
+	}
+	return n
+}
+
+// resolvedCopy is the index of the copy of vmlinux name that the kernel
+// attaches a trampoline to: it resolves a BTF name through
+// kallsyms_lookup_name, which finds the lowest address of that name
+// (kallsyms sorts equal names by address).
+func (k *Kernel) resolvedCopy(name string) int {
+	best := -1
+	for _, j := range k.byName[name] {
+		if k.Syms[j].Module == "" && (best < 0 || k.Syms[j].Addr < k.Syms[best].Addr) {
+			best = j
+		}
+	}
+	return best
 }
 
 // Denied returns the deny-list pattern that name matches, or "".
@@ -171,6 +220,9 @@ type Proto struct {
 	RetSigned     bool
 	Varargs       bool
 	StructByValue string // first parameter passed by value as a struct/union
+	// RetStruct is set when the function returns a struct or union by
+	// value (RetSize bytes).
+	RetStruct bool
 }
 
 // Param is one parameter.
@@ -260,6 +312,7 @@ func ProtoFromBTF(fn *btf.Func) (*Proto, error) {
 	p.Ret = cType(fp.Return)
 	k0, sz0 := classify(fp.Return)
 	p.RetSize, p.RetSigned = sz0, k0 == ArgInt || k0 == ArgEnum
+	p.RetStruct = k0 == ArgStruct
 	switch k, sz := k0, sz0; {
 	case fp.Return == nil || isVoid(fp.Return):
 		p.RetKind = RetVoid
@@ -334,9 +387,9 @@ func cType(t btf.Type) string {
 		}
 		return cType(v.Target) + " *"
 	case *btf.Const:
-		return "const " + cType(v.Type)
+		return qualified("const", v.Type)
 	case *btf.Volatile:
-		return "volatile " + cType(v.Type)
+		return qualified("volatile", v.Type)
 	case *btf.Restrict:
 		return cType(v.Type)
 	case *btf.Struct:
@@ -356,6 +409,21 @@ func cType(t btf.Type) string {
 	return fmt.Sprintf("%T", t)
 }
 
+// qualified spells qualifier q applied to t: before the type it qualifies
+// ("const char *"), but after the '*' when t is a pointer, which the
+// qualifier then applies to ("const BYTE * const" for a const pointer to
+// const BYTE, not "const const BYTE *"). A qualified function pointer
+// keeps the plain spelling, which Signature names.
+func qualified(q string, t btf.Type) string {
+	if p, ok := t.(*btf.Pointer); ok {
+		if _, fn := p.Target.(*btf.FuncProto); !fn {
+			return cType(t) + " " + q
+		}
+		return cType(t)
+	}
+	return q + " " + cType(t)
+}
+
 // Func is one resolved traceable candidate: one address of one symbol.
 type Func struct {
 	ID     uint32 // index in the plan's function table (set by Resolve)
@@ -371,7 +439,30 @@ type Func struct {
 	BTFName  string // BTF function name used for fentry ("" without BTF)
 	// Skip says, per mode, why this function cannot be traced ("" = can).
 	Skip map[string]string
+	// EntryOnly says why this function's exit cannot be hooked in any mode
+	// (EntryOnlyNoreturn), "" when entry and exit are both traced. Such a
+	// function is traced at entry only: no exit probe is attached, and its
+	// calls are neither losses nor calls in flight.
+	EntryOnly string
+	// Values are the --arg expressions recorded for this function
+	// (internal/expr), in the order of the record's value slots.
+	Values []Value
 }
+
+// Value is one --arg expression recorded at a function's entry, named as
+// written, with how to format it (ArgCharPtr: a string).
+type Value struct {
+	Name string
+	Kind ArgKind
+	Size uint32
+	Enum []EnumValue
+}
+
+// EntryOnlyNoreturn is Func.EntryOnly for a function that never returns
+// (do_exit, do_group_exit, make_task_dead, ...): the verifier rejects fexit
+// on it (kernel/bpf/verifier.c noreturn_deny) and a return probe would
+// never fire.
+const EntryOnlyNoreturn = "noreturn"
 
 // Display is the name with module and, for a name with several copies,
 // the address (name@0xADDR), as patterns accept it.
@@ -388,17 +479,37 @@ func (f *Func) Display() string {
 
 // Kernel is the symbol view of one kernel.
 type Kernel struct {
-	Syms    []Sym
-	byName  map[string][]int
-	Filter  map[FilterKey]int // nil when tracefs is unreadable
-	BTF     func(name, module string) (*btf.Func, error)
-	Arch    string // "arm64" or "amd64"
-	MaxArgs int    // trampoline argument limit
+	Syms   []Sym
+	byName map[string][]int
+	Filter map[FilterKey]int // nil when tracefs is unreadable
+	BTF    func(name, module string) (*btf.Func, error)
+	// Spec returns the BTF of vmlinux ("") or of a module (its types
+	// with vmlinux's), for casts and enum constants in --arg/--filter;
+	// nil when unknown.
+	Spec func(module string) (*btf.Spec, error)
+	Arch string // "arm64" or "amd64"
+	// patchable[i] says whether Syms[i] holds an ftrace location (from
+	// available_filter_functions_addrs, 6.5+); nil: by name from Filter.
+	patchable []bool
+	// loadAddrs reads available_filter_functions_addrs (LoadKernel), once,
+	// when a duplicated name is first judged.
+	loadAddrs func() []uint64
+	addrsOnce sync.Once
+	// Limits says what the trampoline modes take on this kernel (argument
+	// slots, structs by value); set it before Match or Resolve. Nil: no
+	// limit is checked.
+	Limits Limits
+	// Types is the kernel BTF cache BTF reads through (LoadKernel; nil
+	// for recorded kernels): attach.Options.BTF shares it so vmlinux BTF
+	// is decoded once per process.
+	Types *btf.Cache
+	// FromCache says LoadKernel took Syms and Filter from SymbolCacheDir.
+	FromCache bool
 }
 
-// NewKernel indexes syms.
-func NewKernel(syms []Sym, filter map[FilterKey]int, lookup func(name, module string) (*btf.Func, error), arch string, maxArgs int) *Kernel {
-	k := &Kernel{Syms: syms, Filter: filter, BTF: lookup, Arch: arch, MaxArgs: maxArgs, byName: map[string][]int{}}
+// NewKernel indexes syms. lim may be nil and set later (Kernel.Limits).
+func NewKernel(syms []Sym, filter map[FilterKey]int, lookup func(name, module string) (*btf.Func, error), arch string, lim Limits) *Kernel {
+	k := &Kernel{Syms: syms, Filter: filter, BTF: lookup, Arch: arch, Limits: lim, byName: map[string][]int{}}
 	for i, s := range syms {
 		k.byName[s.Name] = append(k.byName[s.Name], i)
 	}
@@ -411,47 +522,27 @@ const TracefsPath = "/sys/kernel/tracing"
 // ErrNoTracefs reports an unmounted tracefs.
 var ErrNoTracefs = errors.New("tracefs is not mounted at " + TracefsPath + " (mount it: mount -t tracefs tracefs " + TracefsPath + ")")
 
-// LoadKernel reads /proc/kallsyms, available_filter_functions and the
-// kernel BTF (vmlinux, and module BTF on demand). Errors: unreadable
-// kallsyms, zeroed addresses (no privilege), ErrNoTracefs.
-func LoadKernel(arch string, maxArgs int) (*Kernel, error) {
-	type ffRes struct {
-		m   map[FilterKey]int
-		err error
-	}
-	ffc := make(chan ffRes, 1)
-	go func() {
-		ff, err := os.Open(TracefsPath + "/available_filter_functions")
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				err = ErrNoTracefs
-			} else {
-				err = fmt.Errorf("read available_filter_functions: %w", err)
-			}
-			ffc <- ffRes{nil, err}
-			return
-		}
-		defer ff.Close()
-		m, err := ParseFilterFunctions(ff)
-		ffc <- ffRes{m, err}
-	}()
-	f, err := os.Open("/proc/kallsyms")
-	if err != nil {
-		return nil, fmt.Errorf("read kallsyms: %w", err)
-	}
-	defer f.Close()
-	syms, err := ParseKallsyms(f)
+// ErrHiddenAddresses reports /proc/kallsyms with zeroed addresses: the
+// reader lacks the privilege to see them (kptr_restrict).
+var ErrHiddenAddresses = errors.New("kallsyms addresses are hidden (kptr_restrict): run as root with CAP_SYSLOG")
+
+// LoadKernel reads /proc/kallsyms (text symbols), available_filter_functions
+// and the kernel BTF (vmlinux, and module BTF on demand). The first two
+// come from SymbolCacheDir when this boot and module set were read before
+// (Kernel.FromCache). Errors: unreadable kallsyms, ErrHiddenAddresses (no
+// privilege), ErrNoTracefs. lim says what trampolines take (internal/trial
+// measures it on the running kernel); nil leaves Kernel.Limits to be set
+// before Match or Resolve.
+func LoadKernel(arch string, lim Limits) (*Kernel, error) {
+	return loadKernel(runningKernelSources(), arch, lim)
+}
+
+func loadKernel(src kernelSources, arch string, lim Limits) (*Kernel, error) {
+	key := src.cacheKey()
+	syms, filter, fromCache, err := src.readKernelSymbols(key)
 	if err != nil {
 		return nil, err
 	}
-	if len(syms) > 0 && syms[0].Addr == 0 && syms[len(syms)/2].Addr == 0 {
-		return nil, errors.New("kallsyms addresses are hidden (kptr_restrict): run as root with CAP_SYSLOG")
-	}
-	fr := <-ffc
-	if fr.err != nil {
-		return nil, fr.err
-	}
-	filter := fr.m
 	cache := btf.NewCache()
 	lookup := func(name, module string) (*btf.Func, error) {
 		var spec *btf.Spec
@@ -470,7 +561,17 @@ func LoadKernel(arch string, maxArgs int) (*Kernel, error) {
 		}
 		return fn, nil
 	}
-	return NewKernel(syms, filter, lookup, arch, maxArgs), nil
+	k := NewKernel(syms, filter, lookup, arch, lim)
+	k.Types = cache
+	k.FromCache = fromCache
+	k.Spec = func(module string) (*btf.Spec, error) {
+		if module == "" {
+			return cache.Kernel()
+		}
+		return cache.Module(module)
+	}
+	k.loadAddrs = func() []uint64 { return src.readAddrs(key) }
+	return k, nil
 }
 
 // Pattern is one parsed function pattern.
@@ -575,6 +676,32 @@ func (r *Resolution) SkipSummary() string {
 		parts[i] = fmt.Sprintf("%d %s", e.v, e.k)
 	}
 	return fmt.Sprintf("skipped %d: %s", len(r.Skipped), strings.Join(parts, ", "))
+}
+
+// EntryOnlySummary is "entry only: do_exit, do_group_exit (noreturn)" for
+// the functions of fs traced at entry only (Func.EntryOnly), one group per
+// reason, names sorted, at most 5 named per reason; "" when there is none.
+func EntryOnlySummary(fs []*Func) string {
+	by := map[string][]string{}
+	for _, f := range fs {
+		if f.EntryOnly != "" {
+			by[f.EntryOnly] = append(by[f.EntryOnly], f.Display())
+		}
+	}
+	if len(by) == 0 {
+		return ""
+	}
+	var parts []string
+	for why, names := range by {
+		sort.Strings(names)
+		names = slices.Compact(names)
+		if len(names) > 5 {
+			names = append(names[:5], fmt.Sprintf("%d more", len(names)-5))
+		}
+		parts = append(parts, strings.Join(names, ", ")+" ("+why+")")
+	}
+	sort.Strings(parts)
+	return "entry only: " + strings.Join(parts, "; ")
 }
 
 // ErrNoMatch and ErrUntraceable classify resolution failures (bad input).
@@ -707,6 +834,10 @@ func reasonClass(why string) string {
 	return why
 }
 
+// Describe returns the Func of k.Syms[i] with its per-mode verdicts (what
+// Match gives for that symbol).
+func (k *Kernel) Describe(i int) *Func { return k.describe(i) }
+
 // describe builds a Func for symbol i with per-mode skip reasons.
 func (k *Kernel) describe(i int) *Func {
 	s := k.Syms[i]
@@ -717,7 +848,16 @@ func (k *Kernel) describe(i int) *Func {
 		}
 	}
 	common := ""
-	if k.Filter != nil && k.Filter[FilterKey{s.Name, s.Module}] == 0 {
+	// A unique name is judged by name; a copy of a duplicated name by its
+	// own address (available_filter_functions_addrs, read on first need:
+	// generating it costs the kernel tens of seconds under emulation).
+	notPatchable := k.Filter != nil && k.Filter[FilterKey{s.Name, s.Module}] == 0
+	if f.Copies > 1 {
+		if p := k.ftraceLocations(); p != nil {
+			notPatchable = !p[i]
+		}
+	}
+	if notPatchable {
 		common = "not in available_filter_functions (notrace, inlined or not patchable)"
 	}
 	if d := Denied(s.Name); d != "" && common == "" {
@@ -744,8 +884,10 @@ func (k *Kernel) describe(i int) *Func {
 	} else {
 		f.ProtoErr = "no kernel BTF"
 	}
-	if f.Proto != nil && f.Proto.StructByValue != "" {
-		f.ProtoErr = "struct passed by value (" + f.Proto.StructByValue + ") shifts the argument registers"
+	if f.Proto != nil {
+		if name, size := WideStruct(f.Proto); name != "" {
+			f.ProtoErr = fmt.Sprintf("struct passed by value (%s, %d bytes) fills two argument registers and shifts the later ones", name, size)
+		}
 	}
 	if f.Proto != nil && IsSuffixedCopy(s.Name) {
 		f.ProtoErr = "compiler copy " + s.Name + " has no BTF of its own; the original's prototype may not match its registers"
@@ -758,13 +900,15 @@ func (k *Kernel) describe(i int) *Func {
 			f.Skip[ModeFentry] = "compiler copy without BTF of its own (" + s.Name + ": the BTF prototype is the original's, whose ABI the copy may not keep)"
 		case f.Proto.Varargs:
 			f.Skip[ModeFentry] = "varargs prototype (BPF trampolines reject variadic functions)"
-		case k.MaxArgs > 0 && len(f.Proto.Params) > k.MaxArgs:
-			f.Skip[ModeFentry] = fmt.Sprintf("%d arguments, above the %s trampoline limit of %d", len(f.Proto.Params), k.Arch, k.MaxArgs)
-		case f.Proto.StructByValue != "":
-			f.Skip[ModeFentry] = "struct passed by value (" + f.Proto.StructByValue + "): BPF trampolines reject it (arm64 always, x86-64 above 16 bytes)"
-		case noreturn[BaseName(s.Name)]:
-			f.Skip[ModeFentry] = "noreturn function (the verifier rejects fexit on it)"
+		default:
+			f.Skip[ModeFentry] = k.shapeVerdict(f.Proto)
+			if r := k.resolvedCopy(s.Name); f.Skip[ModeFentry] == "" && f.Copies > 1 && s.Module == "" && r >= 0 && r != i {
+				f.Skip[ModeFentry] = fmt.Sprintf("another copy: a trampoline attaches by name to the copy the kernel resolves (%s@%#x, the lowest address), not this one", s.Name, k.Syms[r].Addr)
+			}
 		}
+	}
+	if noreturn[BaseName(s.Name)] {
+		f.EntryOnly = EntryOnlyNoreturn
 	}
 	// fsession and the multi links are trampolines too: the same limits.
 	f.Skip[ModeFSession] = f.Skip[ModeFentry]
@@ -775,6 +919,40 @@ func (k *Kernel) describe(i int) *Func {
 		f.Skip[ModeFentryMulti] = why
 	}
 	return f
+}
+
+// shapeVerdict is "" when k.Limits lets trampolines take a function of
+// prototype p, else the reason, naming where the verdict came from.
+func (k *Kernel) shapeVerdict(p *Proto) string {
+	if k.Limits == nil {
+		return ""
+	}
+	if p.RetStruct {
+		if v := k.Limits.StructReturn(p.RetSize); !v.OK {
+			return fmt.Sprintf("returns a struct by value (%s, %d bytes; %s)", p.Ret, p.RetSize, v.Source)
+		}
+	}
+	slots, size := ArgSlots(p)
+	if size > 0 {
+		if v := k.Limits.StructArg(size); !v.OK {
+			name := p.StructByValue
+			for _, q := range p.Params {
+				if q.Kind == ArgStruct && q.Size == size {
+					name = q.Name
+					break
+				}
+			}
+			return fmt.Sprintf("struct passed by value (%s, %d bytes; %s)", name, size, v.Source)
+		}
+	}
+	if v := k.Limits.Args(slots); !v.OK {
+		n := fmt.Sprintf("%d arguments", len(p.Params))
+		if slots != len(p.Params) {
+			n = fmt.Sprintf("%d arguments in %d registers", len(p.Params), slots)
+		}
+		return fmt.Sprintf("too many arguments for a trampoline (%s; %s)", n, v.Source)
+	}
+	return ""
 }
 
 // IsTrampolineMode reports whether mode attaches through BPF trampolines
@@ -900,4 +1078,18 @@ func (k *Kernel) Match(patterns, excludes []string) ([]*Func, error) {
 		}
 	}
 	return out, nil
+}
+
+// ftraceLocations returns the per-symbol ftrace-location flags
+// (SetFtraceLocations), reading available_filter_functions_addrs the first
+// time when LoadKernel set it up; nil when unknown (judge by name).
+func (k *Kernel) ftraceLocations() []bool {
+	k.addrsOnce.Do(func() {
+		if k.patchable == nil && k.loadAddrs != nil {
+			if addrs := k.loadAddrs(); len(addrs) > 0 {
+				k.SetFtraceLocations(addrs)
+			}
+		}
+	})
+	return k.patchable
 }

@@ -1,10 +1,10 @@
 package symbols
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,43 +59,72 @@ func TestBaseNameDenied(t *testing.T) {
 	assert.Equal(t, "", Denied("vfs_read"))
 }
 
-func TestArchiveRoundTrip(t *testing.T) {
-	src := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(src, "btf"), 0o755))
-	files := map[string][]byte{"kallsyms": []byte("ffff0000 T vfs_read\n"), "btf/vmlinux": {0x9f, 0xeb, 1, 0, 0xff, 0}}
-	big := make([]byte, 1000)
-	for i := range big {
-		big[i] = byte(i * 7)
-	}
-	files["btf/dummy"] = big
-	for name, data := range files {
-		require.NoError(t, os.WriteFile(filepath.Join(src, name), data, 0o644))
-	}
-	var b strings.Builder
-	b.WriteString("[    1.234] some kernel line\n")
-	require.NoError(t, WriteArchive(&b, src))
-	// A kernel log line interleaved in the block is ignored.
-	lines := strings.Split(b.String(), "\n")
-	lines = append(lines[:4], append([]string{"[    2.345] random: crng init done"}, lines[4:]...)...)
-	dst := t.TempDir()
-	got, err := ExtractArchive(strings.NewReader(strings.Join(lines, "\n")), dst)
+// TestCTypeQualifiers: a const pointer to const prints each const once, in
+// its place (ZSTD's `const BYTE* const iend` printed as "const const BYTE *"
+// before); volatile alike; a plain const pointee and a const function
+// pointer keep their spelling.
+func TestCTypeQualifiers(t *testing.T) {
+	byteT := &btf.Typedef{Name: "BYTE", Type: &btf.Int{Name: "unsigned char", Size: 1}}
+	constPtrToConst := &btf.Const{Type: &btf.Pointer{Target: &btf.Const{Type: byteT}}}
+	fn := &btf.Func{Name: "ZSTD_count", Type: &btf.FuncProto{Return: &btf.Int{Name: "size_t", Size: 8}, Params: []btf.FuncParam{
+		{Name: "pIn", Type: &btf.Pointer{Target: &btf.Const{Type: byteT}}},
+		{Name: "iend", Type: constPtrToConst},
+		{Name: "flags", Type: &btf.Volatile{Type: &btf.Pointer{Target: &btf.Int{Name: "int", Size: 4}}}},
+		{Name: "cb", Type: &btf.Const{Type: &btf.Pointer{Target: &btf.FuncProto{Return: &btf.Int{Name: "int", Size: 4}}}}},
+	}}}
+	p, err := ProtoFromBTF(fn)
 	require.NoError(t, err)
-	assert.Len(t, got, 3)
-	for name, data := range files {
-		back, err := os.ReadFile(filepath.Join(dst, name))
-		require.NoError(t, err)
-		assert.Equal(t, data, back, name)
-	}
-	// A truncated block (no end marker) or a lost chunk is an error.
-	cut := strings.Join(lines[:len(lines)-3], "\n")
-	_, err = ExtractArchive(strings.NewReader(cut), t.TempDir())
-	assert.ErrorContains(t, err, "no complete")
-	var lost []string
-	for i, l := range lines {
-		if i != 6 {
-			lost = append(lost, l)
-		}
-	}
-	_, err = ExtractArchive(strings.NewReader(strings.Join(lost, "\n")), t.TempDir())
-	assert.Error(t, err)
+	assert.Equal(t, "const BYTE *", p.Params[0].Type)
+	assert.Equal(t, "const BYTE * const", p.Params[1].Type)
+	assert.Equal(t, "int * volatile", p.Params[2].Type)
+	assert.Equal(t, "int (*)(void)", p.Params[3].Type)
+	assert.Equal(t, ArgCharPtr, p.Params[1].Kind, "a const pointer to a byte type is still a string candidate")
+}
+
+// TestFtraceLocationsPerCopy: with available_filter_functions_addrs, each
+// copy of a duplicated name is judged by its own address (ftrace locations
+// sit a few bytes into the function), and fentry, which attaches by name
+// to the lowest copy, refuses every copy when that one is not patchable.
+func TestFtraceLocationsPerCopy(t *testing.T) {
+	syms := []Sym{{Name: "a", Addr: 0x1000}, {Name: "t_stop", Addr: 0x2000}, {Name: "b", Addr: 0x2100}, {Name: "t_stop", Addr: 0x3000}, {Name: "c", Addr: 0x3100}}
+	fn := &btf.Func{Name: "t_stop", Type: &btf.FuncProto{Return: &btf.Void{}, Params: []btf.FuncParam{{Name: "m", Type: &btf.Pointer{Target: &btf.Void{}}}}}}
+	lookup := func(name, module string) (*btf.Func, error) { return fn, nil }
+	k := NewKernel(syms, map[FilterKey]int{{Name: "t_stop"}: 1, {Name: "a"}: 1, {Name: "b"}: 1, {Name: "c"}: 1}, lookup, "arm64", RuleLimits{MaxArgs: 12})
+	fs, err := k.Match([]string{"t_stop"}, nil)
+	require.NoError(t, err)
+	require.Len(t, fs, 2)
+	assert.Empty(t, fs[0].Skip[ModeKprobeMulti], "by name only: both copies look patchable")
+	k.SetFtraceLocations([]uint64{0x1008, 0x2108, 0x3008, 0x3108})
+	fs, err = k.Match([]string{"t_stop"}, nil)
+	require.NoError(t, err)
+	assert.Contains(t, fs[0].Skip[ModeKprobeMulti], "not in available_filter_functions", "the lowest copy has no ftrace location")
+	assert.Contains(t, fs[0].Skip[ModeFentry], "not in available_filter_functions")
+	assert.Empty(t, fs[1].Skip[ModeKprobeMulti], "the second copy is patchable")
+	assert.Equal(t, "another copy: a trampoline attaches by name to the copy the kernel resolves (t_stop@0x2000, the lowest address), not this one", fs[1].Skip[ModeFentry])
+	_, err = k.Resolve([]string{"t_stop"}, nil, ModeFentry, 0)
+	assert.ErrorIs(t, err, ErrUntraceable)
+	r, err := k.Resolve([]string{"t_stop"}, nil, ModeKprobeMulti, 0)
+	require.NoError(t, err)
+	require.Len(t, r.Funcs, 1)
+	assert.EqualValues(t, 0x3000, r.Funcs[0].Addr)
+}
+
+// TestStructReturn: a function returning a struct by value (from_vfsuid
+// returns kuid_t) is refused in the trampoline modes when the limits say
+// so (the verifier through 7.3: "return type STRUCT is unsupported"), and
+// taken when they do not; kprobe modes take it either way.
+func TestStructReturn(t *testing.T) {
+	kuid := &btf.Typedef{Name: "kuid_t", Type: &btf.Struct{Name: "", Size: 4}}
+	fn := &btf.Func{Name: "from_vfsuid", Type: &btf.FuncProto{Return: kuid, Params: []btf.FuncParam{{Name: "idmap", Type: &btf.Pointer{Target: &btf.Void{}}}}}}
+	lookup := func(name, module string) (*btf.Func, error) { return fn, nil }
+	k := NewKernel([]Sym{{Name: "from_vfsuid", Addr: 0x1000}}, map[FilterKey]int{{Name: "from_vfsuid"}: 1}, lookup, "amd64", RuleLimits{MaxArgs: 12, MaxStruct: 16, Rule: "the rule"})
+	fs, err := k.Match([]string{"from_vfsuid"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "returns a struct by value (kuid_t, 4 bytes; the rule: no struct return)", fs[0].Skip[ModeFentry])
+	assert.Equal(t, fs[0].Skip[ModeFentry], fs[0].Skip[ModeFSession])
+	assert.Empty(t, fs[0].Skip[ModeKprobeMulti])
+	k.Limits = RuleLimits{MaxArgs: 12, MaxStruct: 16, MaxStructRet: 16, Rule: "a kernel that takes them"}
+	fs, err = k.Match([]string{"from_vfsuid"}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, fs[0].Skip[ModeFentry])
 }

@@ -1,4 +1,10 @@
-package symbols
+// Package recorder writes the symbol fixtures the host tests resolve
+// against (internal/symbols/testdata): from the running lab kernel it picks
+// a few functions per resolution rule and records their kallsyms and
+// available_filter_functions lines and a reduced BTF blob per object. Only
+// the hidden command `ftprobe internal-record-symbols` uses it; the fixtures
+// are read back by symbols.LoadRecorded.
+package recorder
 
 import (
 	"bufio"
@@ -15,26 +21,10 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/ftprobe/ftprobe/internal/symbols"
 	"golang.org/x/sys/unix"
 )
-
-// Fixture file names inside a recorded directory.
-const (
-	FixtureKallsyms = "kallsyms"
-	FixtureFilter   = "available_filter_functions"
-	FixtureMeta     = "meta.json"
-	// FixtureBTFDir holds one BTF blob per object: "vmlinux" and one per
-	// module, each standalone (structs reduced to name and size).
-	FixtureBTFDir = "btf"
-)
-
-// RecordedMeta describes a recorded fixture set.
-type RecordedMeta struct {
-	Arch    string              `json:"arch"`
-	Release string              `json:"release"`
-	MaxArgs int                 `json:"max_args"`
-	Rules   map[string][]string `json:"rules"` // rule -> selected base names (documentation)
-}
 
 // FixedRecordNames are always recorded: the functions the README and the
 // kernel tests trace.
@@ -47,23 +37,23 @@ var FixedRecordNames = []string{"do_sys_openat2", "vfs_read", "vfs_write", "ksys
 // available_filter_functions lines of those names, a BTF blob per object
 // holding only their FUNC types, and meta.json. perRule bounds the names
 // per rule.
-func RecordSymbols(dir, arch string, maxArgs, perRule int) (*RecordedMeta, error) {
+func RecordSymbols(dir, arch string, maxArgs, perRule int) (*symbols.RecordedMeta, error) {
 	rawSyms, err := os.ReadFile("/proc/kallsyms")
 	if err != nil {
 		return nil, fmt.Errorf("read kallsyms: %w", err)
 	}
-	rawFilter, err := os.ReadFile(TracefsPath + "/available_filter_functions")
+	rawFilter, err := os.ReadFile(symbols.TracefsPath + "/available_filter_functions")
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, ErrNoTracefs
+			return nil, symbols.ErrNoTracefs
 		}
 		return nil, fmt.Errorf("read available_filter_functions: %w", err)
 	}
-	syms, err := ParseKallsyms(bytes.NewReader(rawSyms))
+	syms, err := symbols.ParseKallsyms(bytes.NewReader(rawSyms))
 	if err != nil {
 		return nil, err
 	}
-	filter, err := ParseFilterFunctions(bytes.NewReader(rawFilter))
+	filter, err := symbols.ParseFilterFunctions(bytes.NewReader(rawFilter))
 	if err != nil {
 		return nil, err
 	}
@@ -109,17 +99,17 @@ func RecordSymbols(dir, arch string, maxArgs, perRule int) (*RecordedMeta, error
 		return fp
 	}
 
-	count := map[FilterKey]int{}
+	count := map[symbols.FilterKey]int{}
 	for _, s := range syms {
-		count[FilterKey{s.Name, s.Module}]++
+		count[symbols.FilterKey{Name: s.Name, Module: s.Module}]++
 	}
 	rules := map[string][]string{}
-	chosen := map[FilterKey]bool{}
-	add := func(rule string, k FilterKey) bool {
+	chosen := map[symbols.FilterKey]bool{}
+	add := func(rule string, k symbols.FilterKey) bool {
 		if len(rules[rule]) >= perRule {
 			return false
 		}
-		b := FilterKey{BaseName(k.Name), k.Module}
+		b := symbols.FilterKey{Name: symbols.BaseName(k.Name), Module: k.Module}
 		if chosen[b] {
 			return false
 		}
@@ -133,32 +123,32 @@ func RecordSymbols(dir, arch string, maxArgs, perRule int) (*RecordedMeta, error
 	}
 	full := func(rule string) bool { return len(rules[rule]) >= perRule }
 	for _, n := range FixedRecordNames {
-		if count[FilterKey{n, ""}] > 0 {
-			chosen[FilterKey{n, ""}] = true
+		if count[symbols.FilterKey{Name: n}] > 0 {
+			chosen[symbols.FilterKey{Name: n}] = true
 			rules["fixed"] = append(rules["fixed"], n)
 		}
 	}
-	for n := range noreturn {
-		if count[FilterKey{n, ""}] > 0 {
-			chosen[FilterKey{n, ""}] = true
+	for _, n := range symbols.NoreturnNames() {
+		if count[symbols.FilterKey{Name: n}] > 0 {
+			chosen[symbols.FilterKey{Name: n}] = true
 			rules["noreturn"] = append(rules["noreturn"], n)
 		}
 	}
 	sort.Strings(rules["noreturn"])
 	deniedBy := map[string]bool{}
 	for _, s := range syms {
-		k := FilterKey{s.Name, s.Module}
+		k := symbols.FilterKey{Name: s.Name, Module: s.Module}
 		traceable := filter[k] > 0
 		if !traceable {
-			if s.Module == "" && !full("notrace") && !IsSuffixedCopy(s.Name) && Denied(s.Name) == "" && proto(s.Name, "") != nil {
+			if s.Module == "" && !full("notrace") && !symbols.IsSuffixedCopy(s.Name) && symbols.Denied(s.Name) == "" && proto(s.Name, "") != nil {
 				add("notrace", k)
 			}
 			continue
 		}
-		if d := Denied(s.Name); d != "" {
+		if d := symbols.Denied(s.Name); d != "" {
 			if !deniedBy[d] && len(rules["deny"]) < 2*perRule {
 				deniedBy[d] = true
-				b := FilterKey{BaseName(s.Name), s.Module}
+				b := symbols.FilterKey{Name: symbols.BaseName(s.Name), Module: s.Module}
 				if !chosen[b] {
 					chosen[b] = true
 					rules["deny"] = append(rules["deny"], b.Name)
@@ -167,14 +157,14 @@ func RecordSymbols(dir, arch string, maxArgs, perRule int) (*RecordedMeta, error
 			continue
 		}
 		if s.Module != "" {
-			if rule := "module:" + s.Module; !full(rule) && !IsSuffixedCopy(s.Name) && proto(s.Name, s.Module) != nil {
+			if rule := "module:" + s.Module; !full(rule) && !symbols.IsSuffixedCopy(s.Name) && proto(s.Name, s.Module) != nil {
 				add(rule, k)
 			}
 			continue
 		}
-		if IsSuffixedCopy(s.Name) {
+		if symbols.IsSuffixedCopy(s.Name) {
 			for _, suf := range []string{".isra.", ".constprop.", ".part."} {
-				if strings.Contains(s.Name, suf) && !full(suf) && proto(BaseName(s.Name), "") != nil {
+				if strings.Contains(s.Name, suf) && !full(suf) && proto(symbols.BaseName(s.Name), "") != nil {
 					add(suf, k)
 					break
 				}
@@ -215,8 +205,10 @@ func RecordSymbols(dir, arch string, maxArgs, perRule int) (*RecordedMeta, error
 	}
 
 	// Everything whose base name was chosen: the exact symbol and its copies.
-	keep := func(name, mod string) bool { return chosen[FilterKey{BaseName(name), mod}] }
-	if err := os.MkdirAll(filepath.Join(dir, FixtureBTFDir), 0o755); err != nil {
+	keep := func(name, mod string) bool {
+		return chosen[symbols.FilterKey{Name: symbols.BaseName(name), Module: mod}]
+	}
+	if err := os.MkdirAll(filepath.Join(dir, symbols.FixtureBTFDir), 0o755); err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
 	var ks bytes.Buffer
@@ -249,7 +241,7 @@ func RecordSymbols(dir, arch string, maxArgs, perRule int) (*RecordedMeta, error
 	}
 	byMod := map[string][]btf.Type{}
 	sh := shallower{}
-	keys := make([]FilterKey, 0, len(chosen))
+	keys := make([]symbols.FilterKey, 0, len(chosen))
 	for k := range chosen {
 		keys = append(keys, k)
 	}
@@ -274,17 +266,17 @@ func RecordSymbols(dir, arch string, maxArgs, perRule int) (*RecordedMeta, error
 		if name == "" {
 			name = "vmlinux"
 		}
-		if err := os.WriteFile(filepath.Join(dir, FixtureBTFDir, name), blob, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, symbols.FixtureBTFDir, name), blob, 0o644); err != nil {
 			return nil, fmt.Errorf("record: %w", err)
 		}
 	}
 	rel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	meta := &RecordedMeta{Arch: arch, Release: strings.TrimSpace(string(rel)), MaxArgs: maxArgs, Rules: rules}
+	meta := &symbols.RecordedMeta{Arch: arch, Release: strings.TrimSpace(string(rel)), MaxArgs: maxArgs, Rules: rules}
 	mj, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
-	for name, data := range map[string][]byte{FixtureKallsyms: ks.Bytes(), FixtureFilter: ff.Bytes(), FixtureMeta: append(mj, '\n')} {
+	for name, data := range map[string][]byte{symbols.FixtureKallsyms: ks.Bytes(), symbols.FixtureFilter: ff.Bytes(), symbols.FixtureMeta: append(mj, '\n')} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			return nil, fmt.Errorf("record: %w", err)
 		}
@@ -492,67 +484,7 @@ func ExtractArchive(r io.Reader, dir string) ([]string, error) {
 	return order, nil
 }
 
-// LoadRecorded builds a Kernel from a fixture set written by RecordSymbols:
-// its kallsyms, available_filter_functions and a BTF lookup over its blobs,
-// with the recorded architecture and trampoline argument limit.
-func LoadRecorded(dir string) (*Kernel, *RecordedMeta, error) {
-	mj, err := os.ReadFile(filepath.Join(dir, FixtureMeta))
-	if err != nil {
-		return nil, nil, fmt.Errorf("fixture meta: %w", err)
-	}
-	meta := &RecordedMeta{}
-	if err := json.Unmarshal(mj, meta); err != nil {
-		return nil, nil, fmt.Errorf("fixture meta %s: %w", dir, err)
-	}
-	ks, err := os.Open(filepath.Join(dir, FixtureKallsyms))
-	if err != nil {
-		return nil, nil, fmt.Errorf("fixture kallsyms: %w", err)
-	}
-	defer ks.Close()
-	syms, err := ParseKallsyms(ks)
-	if err != nil {
-		return nil, nil, err
-	}
-	ff, err := os.Open(filepath.Join(dir, FixtureFilter))
-	if err != nil {
-		return nil, nil, fmt.Errorf("fixture available_filter_functions: %w", err)
-	}
-	defer ff.Close()
-	filter, err := ParseFilterFunctions(ff)
-	if err != nil {
-		return nil, nil, err
-	}
-	specs := map[string]*btf.Spec{}
-	ents, err := os.ReadDir(filepath.Join(dir, FixtureBTFDir))
-	if err != nil {
-		return nil, nil, fmt.Errorf("fixture BTF: %w", err)
-	}
-	for _, e := range ents {
-		f, err := os.Open(filepath.Join(dir, FixtureBTFDir, e.Name()))
-		if err != nil {
-			return nil, nil, fmt.Errorf("fixture BTF: %w", err)
-		}
-		spec, err := btf.LoadSpecFromReader(f)
-		f.Close()
-		if err != nil {
-			return nil, nil, fmt.Errorf("fixture BTF %s: %w", e.Name(), err)
-		}
-		mod := e.Name()
-		if mod == "vmlinux" {
-			mod = ""
-		}
-		specs[mod] = spec
-	}
-	lookup := func(name, module string) (*btf.Func, error) {
-		spec := specs[module]
-		if spec == nil {
-			return nil, fmt.Errorf("no BTF for module %q: %w", module, btf.ErrNotFound)
-		}
-		var fn *btf.Func
-		if err := spec.TypeByName(name, &fn); err != nil {
-			return nil, err
-		}
-		return fn, nil
-	}
-	return NewKernel(syms, filter, lookup, meta.Arch, meta.MaxArgs), meta, nil
+func isVoid(t btf.Type) bool {
+	_, ok := btf.UnderlyingType(t).(*btf.Void)
+	return t == nil || ok
 }

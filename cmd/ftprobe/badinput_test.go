@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/trace"
+)
+
+// TestCLIBadInput runs, on the host and without a kernel to trace, every
+// bad input README and the issues name that can be told without one:
+// flags, values, patterns, filters, argument counts, unknown commands and
+// help topics. Each must exit 2 with its message on stderr, before any
+// privilege, tracefs or kernel check (this machine has neither tracefs
+// mounted nor a tracing kernel: any later check would exit 3 or 1). The
+// cases that need a kernel (unknown function names, --max-functions, the
+// compare target) are in test/kernel's TestCLIBadInput.
+func TestCLIBadInput(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid := os.Getpid()
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	require.NoError(t, err)
+	pidMax, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	missing := strconv.Itoa(pidMax + 1) // no task can have it
+	other := otherThread(t, pid)
+	self := strconv.Itoa(pid)
+	fifteen, sixteen := strings.Repeat("c", 15), strings.Repeat("c", 16)
+	dir := t.TempDir()
+
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		// The command line itself.
+		{[]string{"bogus"}, `unknown command "bogus" for "ftprobe"`},
+		{[]string{"trac"}, "Did you mean this?\n\ttrace"},
+		{[]string{"--bogus"}, "unknown flag: --bogus"},
+		{[]string{"help", "bogus"}, "help bogus: unknown help topic"},
+		{[]string{"completion", "bogus"}, `unknown command "bogus" for "ftprobe completion"`},
+		{[]string{"version", "extra"}, `unknown command "extra" for "ftprobe version"`},
+		{[]string{"features", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"features", "extra"}, `unknown command "extra" for "ftprobe features"`},
+		{[]string{"demo", "--count", "x"}, `invalid argument "x" for "--count"`},
+
+		// trace: arguments and patterns.
+		{[]string{"trace"}, "requires at least 1 arg(s), only received 0"},
+		{[]string{"trace", "vfs_read", "--"}, "trace: nothing after --"},
+		{[]string{"trace", "--", "/bin/true"}, "trace: no function pattern"},
+		{[]string{"trace", ""}, "empty function pattern"},
+		{[]string{"trace", "vfs_["}, `pattern "vfs_[": syntax error in pattern`},
+		{[]string{"trace", "vfs_read@xyz"}, `pattern "vfs_read@xyz": bad address after @`},
+		{[]string{"trace", "--exclude", "[", "vfs_*"}, `trace --exclude: pattern "[": syntax error in pattern`},
+		// trace: flag values.
+		{[]string{"trace", "--mode", "bogus", "vfs_read"}, `--mode "bogus": want auto, fentry, kprobe-multi, kprobe, fsession, fentry-multi`},
+		{[]string{"trace", "--output", "xml", "vfs_read"}, `--output "xml": want text, json or perfetto`},
+		{[]string{"trace", "--graph", "--output", "json", "vfs_read"}, "--graph with --output json: the call graph is a text view"},
+		{[]string{"trace", "--count", "-1", "vfs_read"}, "--count -1: want 0 (no limit) or more"},
+		{[]string{"trace", "--count", "many", "vfs_read"}, `invalid argument "many" for "--count"`},
+		{[]string{"trace", "--buffer-size", "1000", "vfs_read"}, "--buffer-size: ringbuf size 1000: must be a power-of-two multiple of the page size"},
+		{[]string{"trace", "--buffer-size", "-1", "vfs_read"}, `invalid argument "-1" for "--buffer-size"`},
+		{[]string{"trace", "--duration", "-1s", "vfs_read"}, "--duration -1s: want 0 (off) or more"},
+		{[]string{"trace", "--duration", "5", "vfs_read"}, `invalid argument "5" for "--duration"`},
+		{[]string{"trace", "--stats-every", "-1m", "vfs_read"}, "--stats-every -1m0s: want 0 (off) or more"},
+		{[]string{"trace", "--max-functions", "-1", "vfs_read"}, "--max-functions -1: want 0 (no limit) or more"},
+		// trace: filters.
+		{[]string{"trace", "--comm", sixteen, "vfs_read"}, fmt.Sprintf(`--comm %q: bad filter: 16 bytes, longer than the kernel's 15-byte comm`, sixteen)},
+		{[]string{"trace", "--min-duration", "-1ms", "vfs_read"}, "--min-duration -1ms: bad filter: want 0 (off) or more"},
+		// trace: --arg/--filter expressions (syntax; types need BTF: test/kernel).
+		{[]string{"trace", "--filter", "count ==", "vfs_read"}, `trace --filter "count ==": syntax error at column 9: want a name, a number, a string or '(', found the end`},
+		{[]string{"trace", "--filter", "count = 1", "vfs_read"}, `trace --filter "count = 1": syntax error at column 7: unexpected character '='`},
+		{[]string{"trace", "--arg", "file->", "vfs_read"}, `trace --arg "file->": syntax error at column 7: want a field name after "->", found the end`},
+		{[]string{"trace", "--arg", "file->f_path.dentry->d_name.name[", "vfs_read"}, `syntax error at column 34`},
+		{[]string{"trace", "--filter", `name == "abc`, "vfs_read"}, `trace --filter "name == \"abc": syntax error at column 9: unterminated literal`},
+		{[]string{"trace", "--arg", "a", "--arg", "b", "--arg", "c", "--arg", "d", "--arg", "e", "vfs_read"}, "--arg: 5 expressions, at most 4 per trace"},
+		{[]string{"trace", "--strings", "--arg", "count", "vfs_read"}, "trace: --arg/--filter with --strings or --stack is not supported yet"},
+		{[]string{"trace", "--pid", missing, "vfs_read"}, fmt.Sprintf("trace: --pid %s: no such process or thread: no process or thread %s (no /proc/%s); nothing would be traced", missing, missing, missing)},
+		{[]string{"trace", "--tid", missing, "vfs_read"}, fmt.Sprintf("trace: --tid %s: no such process or thread: no process or thread %s (no /proc/%s)", missing, missing, missing)},
+		{[]string{"trace", "--pid", other, "vfs_read"}, fmt.Sprintf("--pid %s: no such process or thread: %s is a thread of process %d, not a process (use --tid %s, or --pid %d)", other, other, pid, other, pid)},
+		{[]string{"trace", "--pid", "1", "--tid", other, "vfs_read"}, fmt.Sprintf("--tid %s: no such process or thread: thread %s belongs to process %d, not --pid 1", other, other, pid)},
+		{[]string{"trace", "--pid", "abc", "vfs_read"}, `invalid argument "abc" for "--pid"`},
+		// trace: output.
+		{[]string{"trace", "-o", dir, "vfs_read"}, "-o " + dir + ": is a directory"},
+		{[]string{"trace", "-o", dir + "/no/such/dir/t.jsonl", "vfs_read"}, "-o " + dir + "/no/such/dir/t.jsonl: stat " + dir + "/no/such/dir: no such file or directory"},
+		{[]string{"trace", "--pid", self, "vfs_read", "--", "/bin/true"}, "trace: --pid/--tid with -- COMMAND"},
+
+		// stat (trace --quiet): tables only.
+		{[]string{"stat", "--interval", "0", "vfs_read"}, "--interval 0s: want a positive duration"},
+		{[]string{"stat", "--interval", "-1s", "vfs_read"}, "--interval -1s: want a positive duration"},
+		{[]string{"stat", "--graph", "vfs_read"}, "--graph needs per-call events"},
+		{[]string{"stat", "--count", "5", "vfs_read"}, "--count needs per-call events"},
+		{[]string{"trace", "--quiet", "--output", "perfetto", "vfs_read"}, "--output perfetto needs per-call events"},
+		{[]string{"trace", "--quiet", "--strings", "vfs_read"}, "--strings needs per-call events"},
+		{[]string{"trace", "--interval", "1s", "vfs_read"}, "--interval: only with stat"},
+		{[]string{"stat"}, "requires at least 1 arg(s), only received 0"},
+
+		// list.
+		{[]string{"list"}, "requires at least 1 arg(s), only received 0"},
+		{[]string{"list", "vfs_["}, `list: pattern "vfs_[": syntax error in pattern`},
+		{[]string{"list", "--exclude", "[", "vfs_*"}, `list: pattern "[": syntax error in pattern`},
+
+		// compare.
+		{[]string{"compare", "extra"}, `unknown command "extra" for "ftprobe compare"`},
+		{[]string{"compare", "--scenario", "bogus"}, `--scenario "bogus": want hit, attach, crowd, stream`},
+		{[]string{"compare", "--trigger", "bogus"}, `--trigger "bogus": want kernel, syscall`},
+		{[]string{"compare", "--body", "bogus"}, `--body "bogus": want empty, trace, exit-only, agg, filtered`},
+		{[]string{"compare", "--crowd-by", "bogus"}, `--crowd-by "bogus": want fentry or kprobe.multi`},
+		{[]string{"compare", "--mode", "bogus"}, `--mode "bogus": want one of fentry, fexit`},
+		{[]string{"compare", "--attach-n", "1,x"}, `--attach-n "1,x": want comma-separated non-negative integers`},
+		{[]string{"compare", "--crowd-k", "-1"}, `--crowd-k "-1": want comma-separated non-negative integers`},
+		{[]string{"compare", "--buffer-size", "1000"}, "--buffer-size: ringbuf size 1000: must be a power-of-two multiple of the page size"},
+		{[]string{"compare", "--runs", "0"}, "--runs, --calls and --batch must be positive"},
+		{[]string{"compare", "--stream-calls", "0"}, "--stream-calls 0: want 1 or more"},
+		{[]string{"compare", "--syscall-calls", "-5"}, "--syscall-calls -5: want 1 or more"},
+		{[]string{"compare", "--plot", "out.pdf"}, "--plot out.pdf: want FILE.svg or FILE.png"},
+		{[]string{"compare", "--from", dir + "/missing.json"}, "no such file or directory"},
+		{[]string{"compare", "--json", dir + "/no/such/dir/r.json"}, "--json " + dir + "/no/such/dir/r.json: stat " + dir + "/no/such/dir: no such file or directory"},
+		{[]string{"compare", "--plot", dir}, "--plot " + dir + ": want FILE.svg or FILE.png"},
+		{[]string{"compare", "--plot", dir + "/x/p.svg"}, "--plot " + dir + "/x/p.svg: stat " + dir + "/x: no such file or directory"},
+
+		// workload.
+		{[]string{"workload"}, "accepts 1 arg(s), received 0"},
+		{[]string{"workload", "bogus"}, `workload: unknown kind "bogus" (want open, openfail, read or syscall)`},
+		{[]string{"workload", "open", "--count", "0"}, "workload open: --count must be positive"},
+		{[]string{"workload", "open", "--interval", "-1s"}, "workload --interval -1s: want 0 or more"},
+
+		// vm: every value is checked before a kernel is resolved or booted.
+		{[]string{"vm", "--arch", "sparc", "--", "version"}, `vm --arch "sparc": want arm64 or amd64`},
+		{[]string{"vm", "--accel", "hvf", "--", "version"}, `vm --accel "hvf": want auto, kvm or tcg`},
+		{[]string{"vm", "--cpus", "0", "--", "version"}, "vm --cpus 0: want 1 or more"},
+		{[]string{"vm", "--memory", "64", "--", "version"}, "vm --memory 64: want at least 128"},
+		{[]string{"vm", "--timeout", "0s", "--", "version"}, "vm --timeout 0s: want more than 0"},
+		{[]string{"vm", "--env", "NOVALUE", "--", "version"}, `vm --env "NOVALUE": want KEY=VALUE`},
+		{[]string{"vm", "--guest-binary", dir + "/none", "--", "version"}, "vm --guest-binary: stat " + dir + "/none: no such file or directory"},
+		{[]string{"vm", "--kernel", dir + "/none", "--", "version"}, "vm --kernel " + dir + "/none: kernel image: open " + dir + "/none: no such file or directory"},
+		{[]string{"vm", "--add", "nocolon", "--", "version"}, "nocolon"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(c.args, &stdout, &stderr)
+			assert.Equal(t, 2, code, "stderr: %s", stderr.String())
+			assert.Contains(t, stderr.String(), c.msg)
+			assert.True(t, strings.HasPrefix(stderr.String(), "ftprobe: "), "one ftprobe: line: %q", stderr.String())
+			assert.NotContains(t, stderr.String(), "errno")
+			assert.NotContains(t, stderr.String(), "tracefs", "decided before any kernel check")
+		})
+	}
+
+	// The limits themselves pass the input checks: a 15-byte comm, this
+	// process and one of its threads, every pattern form.
+	o := trace.Options{Patterns: []string{"vfs_*", "do_sys_openat2 [vmlinux]", "ext4:ext4_*", "foo@0xffff0000"}, Excludes: []string{"vfs_statx*"},
+		Mode: "auto", Output: "text", RingbufSize: 4 << 20, MaxFunctions: 2000}
+	o.Filters.Comm, o.Filters.TGID = fifteen, uint32(pid)
+	o.Filters.TID, _ = parseU32(other)
+	assert.NoError(t, checkTraceInput(&o))
+	o.Filters = attach.Filters{}
+	o.Command = []string{"/bin/true"}
+	assert.NoError(t, checkTraceInput(&o))
+	assert.NoError(t, checkVMInput("", "auto", "", 1, 128, 1, []string{"A=", "B=c=d"}))
+}
+
+func parseU32(s string) (uint32, error) {
+	n, err := strconv.ParseUint(s, 10, 32)
+	return uint32(n), err
+}
+
+// otherThread returns a thread of process pid other than its leader and
+// the calling thread (a Go test runs several).
+func otherThread(t *testing.T, pid int) string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/task")
+	require.NoError(t, err)
+	for _, e := range ents {
+		if n, _ := strconv.Atoi(e.Name()); n != 0 && n != pid && n != unix.Gettid() {
+			return e.Name()
+		}
+	}
+	t.Fatalf("no second thread in /proc/self/task: %v", ents)
+	return ""
+}

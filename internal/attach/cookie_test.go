@@ -1,0 +1,39 @@
+package attach
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+// TestCookie checks the attach cookie against bpf/trace.bpf.c's reading
+// of it: id in bits 0-31; in the flags (bits 32-63) the return type (bit
+// 0 signed, bits 8-15 size), the first string argument + 1 in bits 16-18
+// and the argument count in bits 24-27 (6 without BTF).
+func TestCookie(t *testing.T) {
+	openat2 := &symbols.Func{ID: 7, Name: "do_sys_openat2", Proto: &symbols.Proto{
+		Params: []symbols.Param{{Name: "dfd", Kind: symbols.ArgInt, Size: 4}, {Name: "filename", Kind: symbols.ArgCharPtr, Size: 8},
+			{Name: "how", Kind: symbols.ArgPtr, Size: 8}},
+		RetKind: symbols.RetS32, RetSize: 4, RetSigned: true,
+	}}
+	c := Cookie(openat2)
+	assert.EqualValues(t, 7, uint32(c), "function id")
+	fl := uint32(c >> 32)
+	assert.EqualValues(t, 1, fl&1, "signed")
+	assert.EqualValues(t, 4, (fl>>8)&0xff, "4-byte return")
+	assert.EqualValues(t, 2, (fl>>16)&7, "filename (argument 1) + 1")
+	assert.EqualValues(t, 0, (fl>>19)&7, "no second string")
+	assert.EqualValues(t, 3, (fl>>24)&15, "3 arguments")
+
+	noBTF := &symbols.Func{ID: 65535, Name: "raw"}
+	c = Cookie(noBTF)
+	assert.EqualValues(t, 65535, uint32(c))
+	assert.EqualValues(t, 6, (c>>(32+24))&15, "no BTF: every argument register")
+	assert.EqualValues(t, 0, (c>>32)&0xffffff, "no return type known")
+
+	void := &symbols.Func{ID: 1, Proto: &symbols.Proto{RetKind: symbols.RetVoid}}
+	assert.EqualValues(t, 4, (Cookie(void)>>32)&0xff, "void")
+	assert.EqualValues(t, 0, (Cookie(void)>>(32+24))&15, "no arguments")
+}

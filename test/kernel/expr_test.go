@@ -1,0 +1,178 @@
+package kernel
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/exitcode"
+	"github.com/ftprobe/ftprobe/internal/trace"
+	"github.com/ftprobe/ftprobe/internal/workload"
+)
+
+// TestArgFilter: --arg values and --filter predicates decided in the
+// kernel, in every mode. Three filters, each on the function it names: a
+// one-byte vfs_read (at entry), a do_sys_openat2 failing with ENOENT (on
+// ret: every entry deferred to its exit), a vfs_write that never happens.
+// Exactly the workload's one-byte reads and failed opens come out, with
+// the file name through three pointers and the path from user memory;
+// every other call of the thread is counted as rejected.
+func TestArgFilter(t *testing.T) {
+	e := lab(t)
+	for _, mode := range exprModes(e) {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			o := trace.Options{Patterns: []string{"vfs_read", "do_sys_openat2", "vfs_write"}, Mode: mode,
+				Args:       []string{"vfs_read:file->f_path.dentry->d_name.name", "vfs_read:count", "do_sys_openat2:filename"},
+				Predicates: []string{"vfs_read:count == 1", "do_sys_openat2:ret == -ENOENT", "vfs_write:count == 12345"}}
+			evs, sum := traceInThreadWith(t, o, func() {
+				_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 3}) // 1 open, 3 one-byte reads
+				require.NoError(t, err)
+				fd, err := unix.Open("/etc/hostname", unix.O_RDONLY, 0) // open: rejected at exit
+				require.NoError(t, err)
+				unix.Read(fd, make([]byte, 4)) // 4 bytes: rejected at entry
+				unix.Close(fd)
+				_, err = workload.Run(workload.Spec{Kind: "openfail", Path: "/nonexistent/ftprobe-expr", Count: 2})
+				require.NoError(t, err)
+				fd, err = unix.Open("/dev/null", unix.O_WRONLY, 0) // rejected at exit
+				require.NoError(t, err)
+				unix.Write(fd, []byte("abc")) // rejected at entry
+				unix.Close(fd)
+			})
+			reads := filterEvents(evs, "exit", "vfs_read")
+			opens := filterEvents(evs, "exit", "do_sys_openat2")
+			require.Len(t, reads, 3, "the one-byte reads: %v", evs)
+			require.Len(t, opens, 2, "the failed opens: %v", evs)
+			assert.Len(t, evs, 5, "deferred exits only, no vfs_write")
+			for _, ev := range reads {
+				assert.EqualValues(t, 1, ev["ret"])
+				assert.EqualValues(t, 1, argInt32(ev, 2), "count argument")
+				assert.Equal(t, map[string]any{"file->f_path.dentry->d_name.name": "hostname", "count": int64OrNum(1)}, numValues(ev["values"]))
+			}
+			for _, ev := range opens {
+				assert.Equal(t, "-ENOENT", ev["ret_str"])
+				assert.Equal(t, map[string]any{"filename": "/nonexistent/ftprobe-expr"}, ev["values"])
+			}
+			// Rejected: 2 successful opens at exit, the workload's own open
+			// at exit, the 4-byte read and the write at entry (and, in most
+			// modes, one more call of the thread the test does not make).
+			assert.GreaterOrEqual(t, sum.Losses.FilterRejects, uint64(5), "rejected calls")
+			assert.Zero(t, sum.Losses.ExprFaults)
+			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assertNothingAttached(t)
+		})
+	}
+}
+
+// TestArgAtEntry: without a predicate on ret, values ride in the entry
+// record (not deferred); a string comparison through three pointers and a
+// field of an anonymous struct in a union (qstr.len) as a value.
+func TestArgAtEntry(t *testing.T) {
+	e := lab(t)
+	mode := modes[0]
+	for _, m := range modes {
+		if e.works[m] {
+			mode = m
+			break
+		}
+	}
+	needMode(t, e, mode)
+	o := trace.Options{Patterns: []string{"vfs_read"}, Mode: mode,
+		Args:       []string{"file->f_path.dentry->d_name.name", "file->f_path.dentry->d_name.len", "*pos"},
+		Predicates: []string{`count == 1 && file->f_path.dentry->d_name.name == "hostname"`}}
+	evs, sum := traceInThreadWith(t, o, func() {
+		_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 2})
+		require.NoError(t, err)
+		fd, err := unix.Open("/proc/self/comm", unix.O_RDONLY, 0)
+		require.NoError(t, err)
+		unix.Read(fd, make([]byte, 1)) // one byte, but not "hostname": rejected
+		unix.Close(fd)
+	})
+	entries := filterEvents(evs, "entry", "vfs_read")
+	require.Len(t, entries, 2, "%v", evs)
+	assert.Len(t, filterEvents(evs, "exit", "vfs_read"), 2)
+	for i, ev := range entries {
+		assert.Equal(t, map[string]any{"file->f_path.dentry->d_name.name": "hostname", "file->f_path.dentry->d_name.len": int64OrNum(8), "*pos": int64OrNum(int64(i))}, numValues(ev["values"]), "entry %d", i)
+	}
+	assert.EqualValues(t, 1, sum.Losses.FilterRejects)
+	assert.Zero(t, sum.Losses.ExprFaults)
+}
+
+// exprModes are the modes TestArgFilter runs in: all of them on amd64;
+// on arm64, where each attach costs about 20 s under TCG and these tests
+// must stay within a minute, the two that hand the programs their
+// arguments differently: kprobe-multi (pt_regs) and fsession (the
+// trampoline's ctx, session semantics). TestArgAtEntry covers fentry's
+// rejected frames there.
+func exprModes(e *env) []string {
+	if e.kin.Arch != "arm64" {
+		return modes
+	}
+	return []string{attach.ModeKprobeMulti}
+}
+
+// TestExprBadInput: expressions that do not type-check against the
+// running kernel's BTF are bad input (exit 2), one line naming function
+// and expression, before anything is loaded or attached.
+func TestExprBadInput(t *testing.T) {
+	e := lab(t)
+	for _, c := range []struct {
+		args, preds []string
+		msg         string
+	}{
+		{nil, []string{"cont == 1"}, `--filter vfs_read: "cont == 1": type error: vfs_read has no parameter "cont" (did you mean count?)`},
+		{[]string{"file->f_pth"}, nil, `--arg vfs_read: "file->f_pth": type error: struct file has no field "f_pth" (did you mean f_path`},
+		{nil, []string{`count == "x"`}, `string comparison on count, a size_t, not a char array or char pointer`},
+		{[]string{"count->x"}, nil, `count->x: count is a size_t, not a pointer`},
+		{nil, []string{"file->f_path.dentry->d_parent->d_parent->d_parent->d_parent->d_flags == 1"}, "too deep for the verifier"},
+	} {
+		_, err := trace.Run(context.Background(), trace.Options{Patterns: []string{"vfs_read"}, Mode: attach.ModeKprobeMulti,
+			Args: c.args, Predicates: c.preds, Symbols: e.k, Log: testLog{t}, Out: io.Discard})
+		require.Error(t, err, "%v %v", c.args, c.preds)
+		code, _ := exitcode.Of(err)
+		assert.Equal(t, exitcode.BadInput, code, "%v", err)
+		assert.Contains(t, err.Error(), c.msg)
+		assert.NotContains(t, err.Error(), "\n")
+	}
+	assertNothingAttached(t)
+}
+
+// TestDryRun: --dry-run compiles the expressions, loads and verifies the
+// programs of the mode (the interpreter included) and attaches nothing.
+func TestDryRun(t *testing.T) {
+	e := lab(t)
+	needMode(t, e, attach.ModeKprobeMulti)
+	var log strings.Builder
+	sum, err := trace.Run(context.Background(), trace.Options{Patterns: []string{"vfs_read", "do_sys_openat2"}, Mode: attach.ModeKprobeMulti, DryRun: true,
+		Args: []string{"vfs_read:file->f_path.dentry->d_name.name"}, Predicates: []string{"vfs_read:count == 1", "do_sys_openat2:ret == -ENOENT"},
+		Symbols: e.k, Log: &log, Out: io.Discard})
+	require.NoError(t, err)
+	assert.Nil(t, sum)
+	t.Log(log.String())
+	assert.Contains(t, log.String(), "vfs_read: --arg file->f_path.dentry->d_name.name: const unsigned char *, arg0 → read 8 bytes at +")
+	assert.Contains(t, log.String(), "do_sys_openat2:   term 0: ret == -2")
+	assert.Regexp(t, `dry run: 2 functions in kprobe-multi mode, 2 programs loaded and verified in .*, nothing attached`, log.String())
+	assertNothingAttached(t)
+}
+
+func int64OrNum(v int64) any { return v }
+
+// numValues turns the JSON numbers of a values object into int64.
+func numValues(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	out := map[string]any{}
+	for k, x := range m {
+		if _, s := x.(string); s || x == nil {
+			out[k] = x
+			continue
+		}
+		out[k] = num(x)
+	}
+	return out
+}
