@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
-	"github.com/ftprobe/ftprobe/internal/exitcode"
 	"github.com/ftprobe/ftprobe/internal/trace"
 	"github.com/ftprobe/ftprobe/internal/workload"
 )
@@ -135,8 +134,8 @@ func TestExprBadInput(t *testing.T) {
 		_, err := trace.Run(context.Background(), trace.Options{Patterns: []string{"vfs_read"}, Mode: attach.ModeKprobeMulti,
 			Args: c.args, Predicates: c.preds, Symbols: e.k, Log: testLog{t}, Out: io.Discard})
 		require.Error(t, err, "%v %v", c.args, c.preds)
-		code, _ := exitcode.Of(err)
-		assert.Equal(t, exitcode.BadInput, code, "%v", err)
+		class, _ := trace.ClassOf(err)
+		assert.Equal(t, trace.ClassBadInput, class, "%v", err)
 		assert.Contains(t, err.Error(), c.msg)
 		assert.NotContains(t, err.Error(), "\n")
 	}
