@@ -268,6 +268,9 @@ func printTrials(o Options, k *symbols.Kernel) {
 	}
 }
 
+// printPlan writes the plan's notes and, with --verbose, each function
+// traced (address, prototype, how its arguments show) and skipped (why,
+// and the fix).
 func printPlan(o Options, k *symbols.Kernel, res *symbols.Resolution) {
 	for _, n := range res.Notes {
 		fmt.Fprintf(o.Log, "ftprobe: note: %s\n", n)
