@@ -1,0 +1,316 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+// recorded loads a recorded kernel's symbols (internal/symbols/testdata).
+func recorded(t *testing.T, name string) *symbols.Kernel {
+	t.Helper()
+	k, _, err := symbols.LoadRecorded(filepath.Join("..", "symbols", "testdata", name))
+	require.NoError(t, err)
+	return k
+}
+
+// fakeKernel is a kernel's attach types and what its attach.Open does:
+// it refuses the modes in refuse and opens the others, recording each
+// call.
+type fakeKernel struct {
+	types  map[string]bool
+	refuse map[string]error
+	calls  []attach.Options
+}
+
+func (f *fakeKernel) has(at string) bool { return f.types[at] }
+
+func (f *fakeKernel) open(o attach.Options) (*attach.Tracer, error) {
+	f.calls = append(f.calls, o)
+	if err := f.refuse[o.Mode]; err != nil {
+		return nil, err
+	}
+	return &attach.Tracer{Mode: o.Mode, Attached: append(append([]*symbols.Func{}, o.Funcs...), o.MultiFuncs...)}, nil
+}
+
+func (f *fakeKernel) modes() []string {
+	var m []string
+	for _, c := range f.calls {
+		m = append(m, c.Mode)
+	}
+	return m
+}
+
+// unsupportedErr is what attach.Open says of a mode this kernel lacks.
+func unsupportedErr(what string) error { return fmt.Errorf("%s: %w", what, kfeat.ErrUnsupported) }
+
+// testPlan plans o on a recorded kernel against fk; it returns the log.
+func testPlan(t *testing.T, kernel string, o Options, fk *fakeKernel) (*attach.Tracer, *symbols.Resolution, string, error) {
+	var log bytes.Buffer
+	o.Log = &log
+	p := &planner{o: o, k: recorded(t, kernel), kin: &kfeat.Info{}, has: fk.has, open: fk.open}
+	tr, res, err := p.plan()
+	return tr, res, log.String(), err
+}
+
+func names(fs []*symbols.Func) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Display())
+	}
+	return out
+}
+
+// TestAutoPicksFentry: a few functions fentry takes go through fentry,
+// the cheaper per call, on every recorded kernel.
+func TestAutoPicksFentry(t *testing.T) {
+	for _, kernel := range []string{"amd64-7.3", "arm64-7.3", "arm64-6.12"} {
+		t.Run(kernel, func(t *testing.T) {
+			fk := &fakeKernel{}
+			tr, res, log, err := testPlan(t, kernel, Options{Patterns: []string{"vfs_*"}, Excludes: []string{"vfs_write"}}, fk)
+			require.NoError(t, err)
+			assert.Equal(t, "fentry", tr.Mode)
+			assert.Equal(t, []string{"vfs_read"}, names(res.Funcs), "vfs_write excluded")
+			assert.Equal(t, "ftprobe: auto mode picked fentry for 1 functions: fentry/fexit trampolines cost less per call\n", log)
+			assert.Equal(t, []string{"fentry"}, fk.modes())
+			c := fk.calls[0]
+			assert.Equal(t, res.Funcs, c.Funcs)
+			assert.False(t, c.Aggregate)
+		})
+	}
+}
+
+// TestAutoKernelTypes: where the kernel has fsession it goes first (when
+// fentry takes every function), and fentry-multi before it.
+func TestAutoKernelTypes(t *testing.T) {
+	fk := &fakeKernel{types: map[string]bool{"BPF_TRACE_FSESSION": true}}
+	tr, _, log, err := testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read", "vfs_write"}}, fk)
+	require.NoError(t, err)
+	assert.Equal(t, attach.ModeFSession, tr.Mode)
+	assert.Equal(t, "ftprobe: auto mode picked fsession for 2 functions: fsession: one trampoline program per function for entry and exit, half of fentry+fexit's programs and links\n", log)
+
+	fk = &fakeKernel{types: map[string]bool{"BPF_TRACE_FSESSION": true, "BPF_TRACE_FENTRY_MULTI": true}}
+	tr, _, log, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}}, fk)
+	require.NoError(t, err)
+	assert.Equal(t, attach.ModeFentryMulti, tr.Mode)
+	assert.Contains(t, log, "auto mode picked fentry-multi for 1 functions: this kernel has tracing multi links")
+
+	// The link refused (arm64 7.3): the next in order, said briefly, and
+	// why with --verbose.
+	fk.calls, fk.refuse = nil, map[string]error{attach.ModeFentryMulti: unsupportedErr("tracing multi link")}
+	tr, _, log, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}}, fk)
+	require.NoError(t, err)
+	assert.Equal(t, attach.ModeFSession, tr.Mode)
+	assert.Equal(t, "ftprobe: auto mode picked fsession for 1 functions; fentry-multi unavailable here (--verbose says why)\n", log)
+	assert.Equal(t, []string{"fentry-multi", "fsession"}, fk.modes())
+
+	fk.calls = nil
+	fk.refuse[attach.ModeFSession] = unsupportedErr("fsession")
+	tr, _, log, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}, Verbose: true}, fk)
+	require.NoError(t, err)
+	assert.Equal(t, attach.ModeFentry, tr.Mode)
+	assert.Contains(t, log, "ftprobe: auto mode picked fentry for 1 functions; unavailable here: tracing multi link: unsupported on this kernel; fsession: unsupported on this kernel\n")
+	assert.Contains(t, log, "ftprobe: plan (fentry mode):\n  trace vfs_read")
+}
+
+// TestAutoOrder: the documented order, from fentry's resolution and the
+// kernel's attach types.
+func TestAutoOrder(t *testing.T) {
+	none := func(string) bool { return false }
+	all := func(string) bool { return true }
+	few := &symbols.Resolution{Funcs: make([]*symbols.Func, autoFentryLimit)}
+	many := &symbols.Resolution{Funcs: make([]*symbols.Func, autoFentryLimit+1)}
+	skips := &symbols.Resolution{Funcs: make([]*symbols.Func, 3), Skipped: make([]*symbols.Func, 1)}
+	for _, c := range []struct {
+		res   *symbols.Resolution
+		errF  error
+		has   func(string) bool
+		order string
+		why   string
+	}{
+		{few, nil, none, "fentry kprobe-multi kprobe", "fentry/fexit trampolines cost less per call"},
+		{many, nil, none, "kprobe-multi fentry kprobe", "one kprobe.multi link attaches many functions in one syscall"},
+		{nil, symbols.ErrUntraceable, all, "kprobe-multi fentry kprobe", "not every function can take fentry"},
+		{few, nil, all, "fentry-multi fsession fentry kprobe-multi kprobe", "this kernel has tracing multi links: trampoline per-call cost, all functions attached with one link"},
+		{many, nil, all, "fentry-multi kprobe-multi fentry kprobe", "this kernel has tracing multi links: trampoline per-call cost, all functions attached with one link"},
+		{skips, nil, func(at string) bool { return at == "BPF_TRACE_FSESSION" }, "fentry kprobe-multi kprobe", "fentry/fexit trampolines cost less per call"},
+	} {
+		order, why := autoOrder(c.res, c.errF, c.has)
+		assert.Equal(t, c.order, strings.Join(order, " "))
+		assert.Equal(t, c.why, why)
+	}
+}
+
+// TestAutoMixed: the functions fentry cannot take go through one
+// kprobe.multi link, the others through trampolines, with the reasons
+// counted; without kprobe.multi, fentry alone with its skips.
+func TestAutoMixed(t *testing.T) {
+	fk := &fakeKernel{}
+	tr, res, log, err := testPlan(t, "amd64-7.3", Options{Patterns: []string{"unregister_vclock"}}, fk)
+	require.NoError(t, err)
+	assert.Equal(t, attach.ModeMixed, tr.Mode)
+	require.Len(t, fk.calls, 1)
+	c := fk.calls[0]
+	assert.Equal(t, attach.ModeFentry, c.MixedTrampoline)
+	require.Len(t, c.Funcs, 1)
+	require.Len(t, c.MultiFuncs, 1)
+	assert.Less(t, c.Funcs[0].Addr, c.MultiFuncs[0].Addr, "the trampoline takes the copy the kernel resolves")
+	assert.Equal(t, []uint32{0, 1}, []uint32{c.Funcs[0].ID, c.MultiFuncs[0].ID}, "one id space")
+	assert.Equal(t, "ftprobe: auto mode: 1 functions through fentry trampolines (cheaper per call), 1 through kprobe.multi because fentry cannot take them: 1 another copy: a trampoline attaches by name to the copy the kernel resolves\n", log)
+	assert.Equal(t, attach.ModeMixed, res.Mode)
+	assert.Len(t, res.Funcs, 2)
+	assert.Empty(t, res.Skipped)
+
+	// Every function of the kernel: the reasons are counted and sorted.
+	fk = &fakeKernel{}
+	_, res, log, err = testPlan(t, "amd64-7.3", Options{Patterns: []string{"*"}}, fk)
+	require.NoError(t, err)
+	require.Len(t, fk.calls, 1)
+	c = fk.calls[0]
+	assert.Equal(t, len(c.Funcs)+len(c.MultiFuncs), len(res.Funcs))
+	assert.Regexp(t, fmt.Sprintf(`^ftprobe: auto mode: %d functions through fentry trampolines \(cheaper per call\), %d through kprobe.multi because fentry cannot take them: `, len(c.Funcs), len(c.MultiFuncs)), log)
+	assert.Contains(t, log, " varargs prototype")
+	for _, f := range c.MultiFuncs {
+		assert.NotContains(t, names(c.Funcs), f.Display())
+	}
+
+	// kprobe.multi missing here: fentry alone, its skips in the plan.
+	fk = &fakeKernel{refuse: map[string]error{attach.ModeMixed: unsupportedErr("kprobe.multi")}}
+	tr, res, log, err = testPlan(t, "amd64-7.3", Options{Patterns: []string{"unregister_vclock"}}, fk)
+	require.NoError(t, err)
+	assert.Equal(t, attach.ModeFentry, tr.Mode)
+	assert.Len(t, res.Funcs, 1)
+	assert.Len(t, res.Skipped, 1)
+	assert.Equal(t, []string{attach.ModeMixed, attach.ModeFentry}, fk.modes())
+	assert.Equal(t, "ftprobe: auto mode picked fentry for 1 functions: fentry/fexit trampolines cost less per call\n", log)
+
+	// Any other failure of the mixed open is the trace's.
+	fk = &fakeKernel{refuse: map[string]error{attach.ModeMixed: errors.New("load programs: permission denied")}}
+	_, _, _, err = testPlan(t, "amd64-7.3", Options{Patterns: []string{"unregister_vclock"}}, fk)
+	assert.EqualError(t, err, "load programs: permission denied")
+
+	// --max-functions counts both parts.
+	fk = &fakeKernel{}
+	_, _, _, err = testPlan(t, "amd64-7.3", Options{Patterns: []string{"unregister_vclock"}, MaxFunctions: 1}, fk)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, symbols.ErrTooMany)
+	assert.EqualError(t, err, "trace: too many functions: 2 functions, more than --max-functions 1")
+	cl, _ := ClassOf(err)
+	assert.Equal(t, ClassBadInput, cl)
+	assert.Empty(t, fk.calls)
+}
+
+// TestAutoFentryCannot: a named function fentry cannot take sends auto
+// mode to kprobe.multi first.
+func TestAutoFentryCannot(t *testing.T) {
+	fk := &fakeKernel{}
+	tr, res, log, err := testPlan(t, "amd64-7.3", Options{Patterns: []string{"vfs_read", "_printk"}}, fk)
+	require.NoError(t, err)
+	assert.Equal(t, attach.ModeKprobeMulti, tr.Mode)
+	assert.Equal(t, []string{"vfs_read", "_printk"}, names(res.Funcs))
+	assert.Equal(t, "ftprobe: auto mode picked kprobe-multi for 2 functions: not every function can take fentry\n", log)
+
+	// Neither multi mode here: kprobe.
+	fk = &fakeKernel{refuse: map[string]error{attach.ModeKprobeMulti: unsupportedErr("kprobe.multi")}}
+	tr, _, log, err = testPlan(t, "amd64-7.3", Options{Patterns: []string{"vfs_read", "_printk"}}, fk)
+	require.NoError(t, err)
+	assert.Equal(t, attach.ModeKprobe, tr.Mode)
+	assert.Equal(t, []string{"kprobe-multi", "kprobe"}, fk.modes(), "fentry cannot resolve: not tried")
+	assert.Equal(t, "ftprobe: auto mode picked kprobe for 2 functions; kprobe-multi unavailable here (--verbose says why)\n", log)
+
+	// No mode at all.
+	fk = &fakeKernel{refuse: map[string]error{attach.ModeKprobeMulti: unsupportedErr("kprobe.multi"), attach.ModeKprobe: unsupportedErr("kprobe")}}
+	_, _, _, err = testPlan(t, "amd64-7.3", Options{Patterns: []string{"vfs_read", "_printk"}}, fk)
+	assert.EqualError(t, err, "kprobe.multi: unsupported on this kernel")
+	assert.Equal(t, ClassUnsupported, classOf(classify(err)))
+}
+
+func classOf(err error) Class {
+	c, _ := ClassOf(err)
+	return c
+}
+
+// TestPlanErrors: patterns that match nothing, or nothing traceable, and
+// excludes that leave nothing, are bad input naming the pattern.
+func TestPlanErrors(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		is   error
+		want string
+	}{
+		{Options{Patterns: []string{"nosuch"}}, symbols.ErrNoMatch, `trace: no such function "nosuch": not in kallsyms`},
+		{Options{Patterns: []string{"nosuch"}, Mode: "kprobe"}, symbols.ErrNoMatch, `trace: no such function "nosuch": not in kallsyms`},
+		{Options{Patterns: []string{"srso_alias_untrain_ret"}}, symbols.ErrUntraceable, "trace: function cannot be traced: srso_alias_untrain_ret in kprobe-multi mode: not in available_filter_functions (notrace, inlined or not patchable)"},
+		{Options{Patterns: []string{"_printk"}, Mode: "fentry"}, symbols.ErrUntraceable, "trace: function cannot be traced: _printk in fentry mode: varargs prototype (BPF trampolines reject variadic functions)"},
+		{Options{Patterns: []string{"vfs_*"}, Excludes: []string{"vfs_*"}}, nil, ""},
+		{Options{Patterns: []string{"vfs_*"}, MaxFunctions: 1}, symbols.ErrTooMany, ""},
+	} {
+		fk := &fakeKernel{}
+		_, _, _, err := testPlan(t, "amd64-7.3", c.o, fk)
+		require.Error(t, err, "%+v", c.o)
+		assert.Equal(t, ClassBadInput, classOf(err), err)
+		if c.is != nil {
+			assert.ErrorIs(t, err, c.is)
+		}
+		if c.want != "" {
+			assert.EqualError(t, err, c.want)
+		}
+		assert.True(t, strings.HasPrefix(err.Error(), "trace: "), err)
+		assert.Empty(t, fk.calls, "nothing opened")
+	}
+}
+
+// TestPlanMode: a mode asked for is the one opened, with the options
+// that follow from the flags; its failures are classified later.
+func TestPlanMode(t *testing.T) {
+	fk := &fakeKernel{}
+	o := Options{Patterns: []string{"vfs_read", "_printk"}, Mode: attach.ModeKprobeMulti, Summary: true, Quiet: true, Strings: true, RingbufSize: 1 << 20, Filters: attach.Filters{TGID: 42}, Verbose: true}
+	tr, res, log, err := testPlan(t, "arm64-7.3", o, fk)
+	require.NoError(t, err)
+	assert.Equal(t, attach.ModeKprobeMulti, tr.Mode)
+	assert.Len(t, res.Funcs, 2)
+	require.Len(t, fk.calls, 1)
+	c := fk.calls[0]
+	assert.True(t, c.Aggregate)
+	assert.True(t, c.NoEvents)
+	assert.True(t, c.Strings)
+	assert.Equal(t, uint32(1<<20), c.RingbufSize)
+	assert.Equal(t, uint32(42), c.Filters.TGID)
+	assert.Nil(t, c.Exprs)
+	assert.Contains(t, log, "ftprobe: plan (kprobe-multi mode):\n")
+	assert.Regexp(t, `(?m)^  trace vfs_read +0x[0-9a-f]+  `, log)
+	assert.NotContains(t, log, "auto mode")
+
+	fk = &fakeKernel{refuse: map[string]error{attach.ModeKprobe: unsupportedErr("kprobe")}}
+	_, _, _, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}, Mode: attach.ModeKprobe}, fk)
+	assert.Equal(t, ClassUnsupported, classOf(classify(err)))
+	assert.Equal(t, ClassBadInput, classOf(classify(fmt.Errorf("attach: %w", kfeat.ErrPrivilege))))
+	assert.Equal(t, ClassFailure, classOf(classify(errors.New("bpf: out of memory"))))
+}
+
+// TestPlanEntryOnlyTables: a table of a function that never returns is
+// refused, in auto mode and in a mode asked for.
+func TestPlanEntryOnlyTables(t *testing.T) {
+	for _, mode := range []string{"", attach.ModeKprobe} {
+		fk := &fakeKernel{}
+		_, _, _, err := testPlan(t, "amd64-7.3", Options{Patterns: []string{"do_exit"}, Mode: mode, Summary: true}, fk)
+		require.Error(t, err)
+		assert.Equal(t, ClassBadInput, classOf(err))
+		assert.EqualError(t, err, "do_exit is traced at entry only (noreturn): it never returns, so --summary, --hist and stat have no duration or return value to count; leave it out (--exclude do_exit) or trace its entries without them")
+		assert.Empty(t, fk.calls)
+	}
+	fk := &fakeKernel{}
+	_, res, _, err := testPlan(t, "amd64-7.3", Options{Patterns: []string{"do_exit"}, Verbose: true}, fk)
+	require.NoError(t, err)
+	assert.Equal(t, "noreturn", res.Funcs[0].EntryOnly)
+}
