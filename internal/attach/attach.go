@@ -964,15 +964,19 @@ func (t *Tracer) AddTGIDAtExec(tgid uint32) error {
 
 // TreeSize returns how many processes the tree filter follows now
 // (entries of the tgids map).
-func (t *Tracer) TreeSize() int {
+func (t *Tracer) TreeSize() int { return len(t.TreeTGIDs()) }
+
+// TreeTGIDs returns the processes (tgids) the tree filter follows now, in
+// the tgids map's iteration order.
+func (t *Tracer) TreeTGIDs() []uint32 {
 	var k uint32
 	var v uint8
-	n := 0
+	var tgids []uint32
 	it := t.maps.Tgids.Iterate()
 	for it.Next(&k, &v) {
-		n++
+		tgids = append(tgids, k)
 	}
-	return n
+	return tgids
 }
 
 // Losses counts everything that was not delivered. Calls in flight when
