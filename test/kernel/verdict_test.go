@@ -281,6 +281,9 @@ func TestVerdictAgreement(t *testing.T) {
 	e := lab(t)
 	needMode(t, e, attach.ModeFentry)
 	perCat, random := 6, 30
+	if testing.Short() { // the matrix's fast tier: every kernel, a smaller sample
+		perCat, random = 2, 10
+	}
 	if v, err := strconv.Atoi(os.Getenv("FTPROBE_AGREE_PER_CATEGORY")); err == nil {
 		perCat = v
 	}
