@@ -341,5 +341,7 @@ func TestVerdictAgreement(t *testing.T) {
 	for _, c := range []string{"notrace", "compiler copy", "varargs", "random"} {
 		assert.NotEmpty(t, cats[c], "no %s function sampled", c)
 	}
-	assert.GreaterOrEqual(t, total, 50)
+	// Most categories are found on every kernel (noreturn and the wide
+	// ones can be short of perCat): at least half the sample is attached.
+	assert.GreaterOrEqual(t, total, (13*perCat+random)/2, "functions sampled")
 }
