@@ -310,7 +310,7 @@ func (t *Tree) appendJSONNode(b []byte, n *TreeNode) []byte {
 	b = strconv.AppendUint(b, uint64(n.Exit.Depth), 10)
 	b = append(b, `,"ts_ns":`...)
 	b = strconv.AppendUint(b, n.Start(), 10)
-	if a.Flags&FlagHasArgs != 0 {
+	if a.Kind == KindEntry || a.Flags&FlagHasArgs != 0 {
 		b = append(b, `,"args":[`...)
 		k := int(a.Nargs)
 		if f != nil && f.Proto != nil {
