@@ -142,8 +142,8 @@ func TestPipelineEntryTree(t *testing.T) {
 				Func     string
 				Depth    int
 				Ret      int64
-				Path     bool `json:"error_path"`
-				Origin   bool `json:"error_origin"`
+				Path     bool   `json:"error_path"`
+				Origin   bool   `json:"error_origin"`
 				Duration uint64 `json:"duration_ns"`
 				Args     []uint64
 			}
