@@ -21,8 +21,10 @@ import (
 // is a leaf.
 //
 // The error origin (retsnoop's): when the root returned an error, the path
-// follows, level by level, the last child that returned the same value,
-// down to the call where the error first appeared. Text marks that path
+// follows, level by level, the first child that returned the same value,
+// down to the call that first returned it (none of its children did). A
+// child that failed with another value (-ECHILD before a retry) is not on
+// the path. Text marks that path
 // with a leading "!" and the origin's line with "<- error origin"; JSON
 // sets "error_path" on the path's nodes, "error_origin" on the origin and
 // names it at the top level.
@@ -165,6 +167,7 @@ func markErrorPath(root *TreeNode) *TreeNode {
 		for _, c := range n.Children {
 			if c.Err && c.Exit.Ret == n.Exit.Ret {
 				next = c
+				break
 			}
 		}
 		if next == nil {
