@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -109,4 +110,20 @@ func (o *Options) checkEntryIDs(ids map[uint32]bool, mode string) error {
 		return badInput(fmt.Errorf("trace --entry %s in %s mode: %w", strings.Join(o.Entries, ","), mode, errNoEntry))
 	}
 	return nil
+}
+
+// checkEntriesAttached fails when --entry was given and no entry function
+// is among the functions attached (each failed to attach): nothing would
+// ever be recorded. Bad input naming the functions, mode and reasons.
+func (o *Options) checkEntriesAttached(t *attach.Tracer) error {
+	if len(o.Entries) == 0 || t.Verified > 0 || len(o.entryIDs(t.Attached)) > 0 {
+		return nil
+	}
+	var why []string
+	for _, f := range t.Failed {
+		if len(o.entryIDs([]*symbols.Func{f.Func})) > 0 {
+			why = append(why, fmt.Sprintf("%s: %v", f.Func.Display(), f.Err))
+		}
+	}
+	return badInput(fmt.Errorf("trace --entry %s in %s mode: no entry function attached (%s)", strings.Join(o.Entries, ","), t.Mode, strings.Join(why, "; ")))
 }

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -181,4 +182,19 @@ func TestPipelineEntryUnfinished(t *testing.T) {
 	assert.Empty(t, r.out.String())
 	assert.Equal(t, EntrySummary{Unfinished: 1}, *sum.Entry)
 	assert.Contains(t, r.log.String(), "ftprobe: --entry: 1 entry calls had not returned when the trace stopped (no tree written)")
+}
+
+// TestEntriesAttached: a trace whose entry functions all failed to attach
+// is bad input naming them and the reason.
+func TestEntriesAttached(t *testing.T) {
+	o := Options{Entries: []string{"do_sys_openat2"}}
+	f := &symbols.Func{ID: 0, Name: "do_sys_openat2"}
+	tr := &attach.Tracer{Mode: "kprobe-multi", Attached: []*symbols.Func{{ID: 1, Name: "vfs_read"}}, Failed: []attach.Failure{{Func: f, Err: errors.New("no such address")}}}
+	err := o.checkEntriesAttached(tr)
+	require.Error(t, err)
+	assert.Equal(t, ClassBadInput, classOf(err))
+	assert.EqualError(t, err, "trace --entry do_sys_openat2 in kprobe-multi mode: no entry function attached (do_sys_openat2: no such address)")
+	tr.Attached = append(tr.Attached, f)
+	assert.NoError(t, o.checkEntriesAttached(tr))
+	assert.NoError(t, (&Options{}).checkEntriesAttached(&attach.Tracer{}))
 }

@@ -234,6 +234,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, classify(err)
 	}
 	defer tracer.Close()
+	if err := o.checkEntriesAttached(tracer); err != nil {
+		return nil, err
+	}
 	if o.DryRun {
 		fmt.Fprintf(o.Log, "ftprobe: dry run: %d functions in %s mode, %d programs loaded and verified in %s, nothing attached\n",
 			len(res.Funcs), tracer.Mode, tracer.Verified, time.Since(tAttach).Round(time.Millisecond))
