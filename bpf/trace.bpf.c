@@ -77,7 +77,8 @@ enum ftp_stat {
 	FTP_STAT_ENTRY_ONLY = 11,   /* entries of entry-only functions (no frame pushed) */
 	FTP_STAT_X_REJECT = 12,     /* calls a --filter rejected (at entry or at exit) */
 	FTP_STAT_X_FAULT = 13,      /* --arg/--filter reads that faulted (<fault>, or the comparison false) */
-	FTP_STAT_MAX = 14,
+	FTP_STAT_WINDOW_REJECT = 14,/* --entry: calls outside any entry function's window, returned early */
+	FTP_STAT_MAX = 15,
 	/* Frames still open = (ENTRY_HITS - STACK_FULL - ENTRY_ONLY) pushed
 	 * - (EXIT_HITS - NO_ENTRY + UNWOUND) closed: one counter per event. */
 };
@@ -92,6 +93,7 @@ enum ftp_func_flags {
 	FTP_FN_RET_PTR = 2,    /* pointer return (ERR_PTR aware) */
 	FTP_FN_RET_VOID = 4,
 	FTP_FN_ENTRY_ONLY = 8, /* no exit probe (noreturn): the entry pushes no frame */
+	FTP_FN_WINDOW_ENTRY = 16, /* --entry function: its calls open the thread's window */
 };
 
 /* --strings: bits 16-18 and 19-21 of a function's flags hold 1 + the
@@ -289,7 +291,8 @@ struct frame {
 	__u32 func_id;
 	__u8 nargs;
 	__u8 rejected; /* --filter rejected the call at entry: its exit is dropped */
-	__u8 _pad[2];
+	__u8 win;      /* the thread's window depth before this call (--entry) */
+	__u8 _pad;
 	__u64 args[FTP_MAX_ARGS]; /* written only when the exit carries them (deferred) */
 };
 
@@ -297,7 +300,7 @@ struct tstack {
 	__u32 depth;     /* frames in use */
 	__u32 overflow;  /* entries beyond FTP_MAX_DEPTH not recorded */
 	__u32 comm_sent; /* user space has this thread's current comm */
-	__u32 _pad;
+	__u32 window;    /* --entry: entry-function calls open on this thread */
 	struct frame f[FTP_MAX_DEPTH];
 };
 
@@ -455,6 +458,12 @@ volatile const __u32 wakeup_bytes = 1 << 20; /* force a wakeup above this much u
 volatile const __u8 x_entry = 0; /* some function has a --filter part decided at entry */
 volatile const __u8 x_exit = 0;  /* some function has a --filter part on ret (decided at exit) */
 volatile const __u8 x_vals = 0;  /* some function has --arg values */
+/* --entry: only calls inside a call of an entry function (FTP_FN_WINDOW_ENTRY)
+ * on the same thread are recorded; the others return at entry. */
+volatile const __u8 window = 0;
+
+/* --entry: threads that exited while inside a window (tp_btf/sched_process_exit). */
+volatile __u64 window_exits = 0;
 #define FTP_X_ANY (x_entry || x_exit || x_vals)
 
 /* Index into a thread's frames, masked in a way clang cannot optimize
@@ -1046,6 +1055,16 @@ static __always_inline int on_entry(void *ctx, __u64 cookie, __u64 *args, __u8 n
 	__u32 func_id = (__u32)cookie;
 	struct tstack *st;
 	__u32 d;
+	if (window && !((cookie >> 32) & FTP_FN_WINDOW_ENTRY)) {
+		/* --entry: outside every entry function's call on this thread
+		 * nothing is recorded and no frame is pushed; the exit finds
+		 * no frame and no window and is dropped (on_exit). */
+		st = frames((__u32)pid_tgid, 0);
+		if (!st || !st->window) {
+			count(FTP_STAT_WINDOW_REJECT);
+			return 1;
+		}
+	}
 	struct xprog *xp = xprog_of(func_id);
 	/* Filled only with expressions: no stores on the plain data path. */
 	struct xctx xc;
@@ -1069,6 +1088,8 @@ static __always_inline int on_entry(void *ctx, __u64 cookie, __u64 *args, __u8 n
 				struct frame *f = &st->f[FTP_SLOT(d)];
 				f->func_id = func_id;
 				f->rejected = 1;
+				if (window)
+					f->win = st->window;
 			}
 		}
 		return 1;
@@ -1111,6 +1132,14 @@ static __always_inline int on_entry(void *ctx, __u64 cookie, __u64 *args, __u8 n
 	f->nargs = nargs;
 	if (x_entry)
 		f->rejected = 0; /* only ever set with an entry filter */
+	if (window) {
+		/* The exit restores the window from the frame: an entry
+		 * function's call opens one level, nested calls nest. */
+		__u32 w = st->window;
+		f->win = w;
+		if ((cookie >> 32) & FTP_FN_WINDOW_ENTRY)
+			st->window = w + 1;
+	}
 	if (FTP_DEFERRED) {
 		/* decided at exit, which carries the arguments */
 		for (int i = 0; i < FTP_MAX_ARGS; i++)
@@ -1226,8 +1255,12 @@ static __always_inline void on_exit(void *ctx, __u64 cookie, __u64 raw_ret, __u8
 		if (unwound)
 			count_n(FTP_STAT_UNWOUND, unwound);
 		st->depth = found;
+		if (window)
+			st->window = st->f[FTP_SLOT(found)].win;
 		return;
 	}
+	if (window && found < 0 && !((cookie >> 32) & FTP_FN_WINDOW_ENTRY) && (!st || !st->window))
+		return; /* --entry: a call rejected outside the window (counted at entry) */
 	if (found < 0 && session)
 		pass = pass_ids(pid_tgid) && pass_mutable(pid_tgid);
 	if (!pass && found < 0)
@@ -1255,6 +1288,8 @@ static __always_inline void on_exit(void *ctx, __u64 cookie, __u64 raw_ret, __u8
 		if (unwound)
 			count_n(FTP_STAT_UNWOUND, unwound);
 		st->depth = found;
+		if (window)
+			st->window = f->win;
 	} else {
 		count(FTP_STAT_NO_ENTRY);
 	}
@@ -1566,7 +1601,20 @@ SEC("tp_btf/sched_process_exit")
 int ftp_exit(__u64 *ctx)
 {
 	struct task_struct *p = (struct task_struct *)ctx[0];
-	if (p->signal->live.counter != 0)
+	if (window) {
+		/* --entry: a thread dying inside an entry function's call (its
+		 * exit never runs) is counted, and its window closed (the
+		 * hash fallback's slot would outlive it). */
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		struct tstack *st = frames(tid, 0);
+		if (st && st->window) {
+			__sync_fetch_and_add(&window_exits, 1);
+			st->window = 0;
+			if (frames_in_hash)
+				bpf_map_delete_elem(&stacks, &tid);
+		}
+	}
+	if (!filter_tree || p->signal->live.counter != 0)
 		return 0;
 	__u32 tgid = p->tgid;
 	bpf_map_delete_elem(&tgids, &tgid);

@@ -95,6 +95,17 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"trace", "-o", dir + "/no/such/dir/t.jsonl", "vfs_read"}, "-o " + dir + "/no/such/dir/t.jsonl: stat " + dir + "/no/such/dir: no such file or directory"},
 		{[]string{"trace", "--pid", self, "vfs_read", "--", "/bin/true"}, "trace: --pid/--tid with -- COMMAND"},
 
+		// trace --entry: what the call trees do not combine with.
+		{[]string{"trace", "--entry", "do_sys_openat2", "--output", "perfetto", "path_*"}, "trace --entry do_sys_openat2 with --output perfetto: not yet"},
+		{[]string{"trace", "--entry", "do_sys_openat2", "--quiet", "path_*"}, "trace --entry do_sys_openat2 with --quiet (stat): the call trees are per-call output"},
+		{[]string{"stat", "--entry", "do_sys_openat2", "path_*"}, "trace --entry do_sys_openat2 with --quiet (stat)"},
+		{[]string{"trace", "--entry", "do_sys_openat2", "--summary", "path_*"}, "trace --entry do_sys_openat2 with --summary/--hist"},
+		{[]string{"trace", "--entry", "do_sys_openat2", "--hist", "path_*"}, "trace --entry do_sys_openat2 with --summary/--hist"},
+		{[]string{"trace", "--entry", "do_sys_openat2", "--min-duration", "1ms", "path_*"}, "trace --entry do_sys_openat2 with --min-duration: it would cut calls out of the trees"},
+		{[]string{"trace", "--entry", "do_sys_openat2", "--graph", "path_*"}, "trace --entry do_sys_openat2 with --graph: --entry prints its own call tree"},
+		{[]string{"trace", "--entry", "do_sys_[", "path_*"}, `trace --entry: pattern "do_sys_[": syntax error in pattern`},
+		{[]string{"trace", "--entry", "", "path_*"}, "trace --entry: empty function pattern"},
+
 		// stat (trace --quiet): tables only.
 		{[]string{"stat", "--interval", "0", "vfs_read"}, "--interval 0s: want a positive duration"},
 		{[]string{"stat", "--interval", "-1s", "vfs_read"}, "--interval -1s: want a positive duration"},

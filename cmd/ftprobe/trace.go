@@ -57,13 +57,19 @@ at entry only, in every mode: no exit probe, nothing counted lost for it.
 
 --pid and --tid must name a live process and thread when the trace starts.
 
+--entry FUNC records the PATTERN functions only inside FUNC's calls on the
+same thread (outside them they return at once, counted) and prints one call
+tree per FUNC call, the path to the first function that returned the error
+marked with '!' and '<- error origin'.
+
 With -- COMMAND, ftprobe starts the command, traces only its process tree
 (filtered in the kernel) and exits with the command's status.`,
 		Example: `  ftprobe trace do_sys_openat2 vfs_read -- ftprobe workload open --count 3
   ftprobe trace --mode kprobe-multi 'vfs_*' --exclude 'vfs_statx*' --duration 5s
   ftprobe trace --errors --output json do_sys_openat2 -o trace.jsonl
   ftprobe trace vfs_read --arg 'file->f_path.dentry->d_name.name' --filter 'count == 1' -- ftprobe workload read
-  ftprobe trace do_sys_openat2 --filter 'ret == -ENOENT' --arg filename -- ftprobe workload openfail`,
+  ftprobe trace do_sys_openat2 --filter 'ret == -ENOENT' --arg filename -- ftprobe workload openfail
+  ftprobe trace --entry do_sys_openat2 --errors 'path_*' 'link_path_walk*' 'lookup_*' -- ftprobe workload openfail`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if at := cmd.ArgsLenAtDash(); at >= 0 {
@@ -147,6 +153,7 @@ histogram bucket holding the nearest rank: within 6.25% of the exact value.
 	f.StringArrayVar(&o.Args, "arg", nil, "record EXPR at each entry of the functions whose parameters it names, e.g. 'file->f_path.dentry->d_name.name' (repeatable, up to 4; C syntax, checked against BTF; [FUNCGLOB:]EXPR scopes it)")
 	f.StringArrayVar(&o.Predicates, "filter", nil, "keep only the calls for which EXPR holds, decided in the kernel: e.g. 'count > 4096 && ret == -EAGAIN' (parts on ret at exit, the entry then deferred; repeatable: each applies to the functions whose parameters it names, [FUNCGLOB:]EXPR scopes it)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "resolve the patterns, type-check --arg/--filter, load and verify every program, attach nothing: print the plan and exit 0 (2 bad input, 3 unsupported)")
+	f.StringArrayVar(&o.Entries, "entry", nil, "record the PATTERN functions only while the same thread is inside a call of FUNC (a glob too; repeatable), and print each FUNC call as a call tree with durations, arguments, return values and the error origin marked (JSON: one \"call_tree\" record per call); with --errors only the FUNC calls that returned an error")
 	f.BoolVar(&o.Strict, "strict", false, "exit non-zero when any event or probe run was lost")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "print the plan: each function, its prototype, and why any was skipped")
 	return cmd
@@ -204,6 +211,9 @@ func checkTraceInput(o *trace.Options) error {
 	}
 	if err := o.CheckExprs(); err != nil {
 		return err
+	}
+	if err := o.CheckEntries(); err != nil {
+		return fmt.Errorf("trace %w", err)
 	}
 	if len(o.Command) > 0 && (o.Filters.TGID != 0 || o.Filters.TID != 0) {
 		return errors.New("trace: --pid/--tid with -- COMMAND: the command runs as a new process, which --pid/--tid would filter out (use one or the other)")

@@ -136,6 +136,11 @@ type Options struct {
 	// verifies each) and attaches none: Tracer.Verified counts them, and
 	// the Tracer only needs Close (trace --dry-run).
 	DryRun bool
+	// Entries are the IDs of the --entry functions: the other functions
+	// are recorded only while the same thread is inside a call of one of
+	// these (its window); outside they return at entry, counted
+	// (Losses.WindowRejected). Empty: every call is recorded.
+	Entries map[uint32]bool
 	// AttachMulti replaces link.KprobeMulti (tests).
 	AttachMulti func(prog *ebpf.Program, opts link.KprobeMultiOptions, ret bool) (link.Link, error)
 }
@@ -154,11 +159,13 @@ type Tracer struct {
 	Attached []*symbols.Func // attached functions
 	Failed   []Failure       // functions left out, with reasons
 
-	maps     bpfobj.TraceMaps
-	coll     *ebpf.Collection // every map of the object, .bss and .rodata included
-	armed    *ebpf.Variable   // armed (.bss)
-	stats    *ebpf.Variable   // ftp_stats (.bss)
-	aggFuncs []*symbols.Func  // functions of the aggs table, by id
+	maps  bpfobj.TraceMaps
+	coll  *ebpf.Collection // every map of the object, .bss and .rodata included
+	armed *ebpf.Variable   // armed (.bss)
+	stats *ebpf.Variable   // ftp_stats (.bss)
+	// windowExits counts threads that exited inside an --entry window (.bss).
+	windowExits *ebpf.Variable
+	aggFuncs    []*symbols.Func // functions of the aggs table, by id
 	// Verified is the number of programs loaded by a DryRun.
 	Verified int
 	// Frames says where the per-thread frame stacks live: "task storage"
@@ -292,6 +299,7 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 		}
 	}
 	t.armed, t.stats = t.coll.Variables["armed"], t.coll.Variables["ftp_stats"]
+	t.windowExits = t.coll.Variables["window_exits"]
 	if t.armed == nil || t.stats == nil {
 		return nil, errors.New("BPF object lacks the armed or ftp_stats variable")
 	}
@@ -304,14 +312,14 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if !opts.NoEvents {
 		t.attachComm(spec, repl, opts.BTF)
 	}
-	if opts.Filters.Tree {
+	if opts.Filters.Tree || len(opts.Entries) > 0 {
 		var p struct {
 			Fork *ebpf.Program `ebpf:"ftp_fork"`
 			Exit *ebpf.Program `ebpf:"ftp_exit"`
 			Exec *ebpf.Program `ebpf:"ftp_exec"`
 		}
 		if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl, Cache: opts.BTF}); err != nil {
-			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork/exit/exec (the tree filter)", err)
+			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork/exit/exec (the tree filter, --entry)", err)
 		}
 		t.progs = append(t.progs, p.Fork, p.Exit, p.Exec)
 		// Exit first: a process is then forgotten from the moment any
@@ -319,11 +327,14 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 		if t.exit, err = LinkFunc(p.Exit, ebpf.AttachNone, 0); err != nil {
 			return nil, opts.Kernel.Explain("tp_btf", "sched_process_exit", err)
 		}
-		if t.exec, err = LinkFunc(p.Exec, ebpf.AttachNone, 0); err != nil {
-			return nil, opts.Kernel.Explain("tp_btf", "sched_process_exec", err)
-		}
-		if t.fork, err = LinkFunc(p.Fork, ebpf.AttachNone, 0); err != nil {
-			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork", err)
+		// (--entry alone needs only the exit: threads dying in a window.)
+		if opts.Filters.Tree {
+			if t.exec, err = LinkFunc(p.Exec, ebpf.AttachNone, 0); err != nil {
+				return nil, opts.Kernel.Explain("tp_btf", "sched_process_exec", err)
+			}
+			if t.fork, err = LinkFunc(p.Fork, ebpf.AttachNone, 0); err != nil {
+				return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork", err)
+			}
 		}
 	}
 	switch opts.Mode {
@@ -534,6 +545,7 @@ func setFilters(spec *ebpf.CollectionSpec, opts Options, hashFrames bool) error 
 		{"want_events", b2u8(!opts.NoEvents)}, {"want_agg", b2u8(opts.Aggregate)},
 		{"frames_in_hash", b2u8(hashFrames)},
 		{"x_entry", b2u8(xe)}, {"x_exit", b2u8(xx)}, {"x_vals", b2u8(xv)},
+		{"window", b2u8(len(opts.Entries) > 0)},
 		// Wake the reader (which polls every 100 ms anyway) once a
 		// quarter of the ring is unread.
 		{"wakeup_bytes", opts.RingbufSize / 4},
@@ -569,7 +581,7 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 					return progs, links, opts.Kernel.Explain(pt.mode, f.Display(), err)
 				}
 				progs = append(progs, prog)
-				l, err := LinkFunc(prog, pt.at, Cookie(f))
+				l, err := LinkFunc(prog, pt.at, opts.cookie(f))
 				if err != nil {
 					return progs, links, opts.Kernel.Explain(pt.mode, f.Display(), err)
 				}
@@ -687,7 +699,7 @@ func (t *Tracer) openKprobeMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 	}
 	// Find the functions the kernel refuses, by bisection, on the entry link.
 	tryEntry := func(fs []*symbols.Func) (link.Link, error) {
-		return attach(p.Entry, multiOpts(fs), false)
+		return attach(p.Entry, opts.multiOpts(fs), false)
 	}
 	good, bad, entry, err := Bisect(opts.Funcs, tryEntry)
 	if err != nil && len(good) == 0 {
@@ -697,7 +709,7 @@ func (t *Tracer) openKprobeMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 	// Entry-only functions keep the entry link only: a return probe on a
 	// function that never returns would never fire.
 	if ex := exitFuncs(good); len(ex) > 0 {
-		exit, err := attach(p.Exit, multiOpts(ex), true)
+		exit, err := attach(p.Exit, opts.multiOpts(ex), true)
 		if err != nil {
 			return opts.Kernel.Explain("kretprobe.multi", describeFuncs(ex), err)
 		}
@@ -717,7 +729,7 @@ func (t *Tracer) openKprobeSession(spec *ebpf.CollectionSpec, repl map[string]*e
 		return err
 	}
 	try := func(fs []*symbols.Func) (link.Link, error) {
-		o := multiOpts(fs)
+		o := opts.multiOpts(fs)
 		o.Session = true
 		return linkMulti(p.Prog, o, false)
 	}
@@ -756,7 +768,7 @@ func (t *Tracer) openKprobe(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 			t.Failed = append(t.Failed, Failure{f, fmt.Errorf("%s in kprobe mode: one of %d copies; a kprobe by name reaches only the first (use kprobe-multi)", f.Display(), f.Copies)})
 			continue
 		}
-		in, err := LinkKprobe(p.Entry, f.Name, false, Cookie(f))
+		in, err := LinkKprobe(p.Entry, f.Name, false, opts.cookie(f))
 		if err != nil {
 			e := opts.Kernel.Explain("kprobe", f.Display(), err)
 			t.Failed = append(t.Failed, Failure{f, e})
@@ -768,7 +780,7 @@ func (t *Tracer) openKprobe(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 		}
 		t.links = append(t.links, in)
 		if f.EntryOnly == "" {
-			out, err := LinkKprobe(p.Exit, f.Name, true, Cookie(f))
+			out, err := LinkKprobe(p.Exit, f.Name, true, opts.cookie(f))
 			if err != nil {
 				in.Close()
 				t.links = t.links[:len(t.links)-1]
@@ -797,11 +809,11 @@ func describeFuncs(fs []*symbols.Func) string {
 	return fmt.Sprintf("%d functions", len(fs))
 }
 
-func multiOpts(fs []*symbols.Func) link.KprobeMultiOptions {
+func (opts Options) multiOpts(fs []*symbols.Func) link.KprobeMultiOptions {
 	o := link.KprobeMultiOptions{}
 	for _, f := range fs {
 		o.Addresses = append(o.Addresses, uintptr(f.Addr))
-		o.Cookies = append(o.Cookies, Cookie(f))
+		o.Cookies = append(o.Cookies, opts.cookie(f))
 	}
 	return o
 }
@@ -899,6 +911,21 @@ func Cookie(f *symbols.Func) uint64 {
 	}
 	fl := FuncFlags(f) | StringFlags(f) | n<<24
 	return uint64(f.ID) | uint64(fl)<<32
+}
+
+// FlagWindowEntry is FuncFlags' bit for an --entry function
+// (Options.Entries): its calls open the thread's window
+// (FTP_FN_WINDOW_ENTRY in bpf/trace.bpf.c).
+const FlagWindowEntry = uint32(bpfobj.TraceFtpFuncFlagsFTP_FN_WINDOW_ENTRY)
+
+// cookie is Cookie(f) with FlagWindowEntry for the functions of
+// o.Entries.
+func (o Options) cookie(f *symbols.Func) uint64 {
+	c := Cookie(f)
+	if o.Entries[f.ID] {
+		c |= uint64(FlagWindowEntry) << 32
+	}
+	return c
 }
 
 // exitFuncs returns the functions of fs whose exit is hooked: all but the
@@ -1001,6 +1028,8 @@ type Losses struct {
 	ErrnoFull      uint64 `json:"errno_not_counted"`    // errors whose errno the aggregation could not count (errs map full)
 	FilterRejects  uint64 `json:"-"`                    // calls --filter rejected (not a loss)
 	ExprFaults     uint64 `json:"expr_faults"`          // --arg/--filter reads that faulted (<fault>, or the comparison false)
+	WindowRejected uint64 `json:"-"`                    // --entry: calls outside every entry function's window (not a loss)
+	WindowExits    uint64 `json:"-"`                    // --entry: threads that exited inside a window (not a loss)
 	SkippedFuncs   int    `json:"-"`
 	FailedAttaches int    `json:"failed_attaches"` // functions that matched but failed to attach
 }
@@ -1062,6 +1091,12 @@ func (t *Tracer) Losses() (Losses, error) {
 	l.ErrnoFull = c[bpfobj.TraceFtpStatFTP_STAT_AGG_FULL]
 	l.FilterRejects = c[bpfobj.TraceFtpStatFTP_STAT_X_REJECT]
 	l.ExprFaults = c[bpfobj.TraceFtpStatFTP_STAT_X_FAULT]
+	l.WindowRejected = c[bpfobj.TraceFtpStatFTP_STAT_WINDOW_REJECT]
+	if t.windowExits != nil {
+		if err := t.windowExits.Get(&l.WindowExits); err != nil {
+			return l, fmt.Errorf("read window_exits: %w", err)
+		}
+	}
 	l.KprobeMissed = t.multiMissed()
 	for _, p := range t.progs {
 		if st, err := p.Stats(); err == nil {
@@ -1199,7 +1234,7 @@ func (t *Tracer) Close() error {
 		if t.coll != nil {
 			t.coll.Close() // the unnamed maps (.bss, .rodata)
 		}
-		t.stats, t.armed = nil, nil
+		t.stats, t.armed, t.windowExits = nil, nil, nil
 	})
 	return nil
 }

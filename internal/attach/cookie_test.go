@@ -37,3 +37,18 @@ func TestCookie(t *testing.T) {
 	assert.EqualValues(t, 4, (Cookie(void)>>32)&0xff, "void")
 	assert.EqualValues(t, 0, (Cookie(void)>>(32+24))&15, "no arguments")
 }
+
+// TestCookieWindowEntry: the --entry functions (Options.Entries) and
+// only they carry FlagWindowEntry (bit 4 of the flags), beside the rest
+// of the cookie, in every attach path's cookie and in kprobe.multi's.
+func TestCookieWindowEntry(t *testing.T) {
+	entry := &symbols.Func{ID: 3, Name: "do_sys_openat2", Proto: &symbols.Proto{RetKind: symbols.RetS32, RetSize: 4, RetSigned: true}}
+	other := &symbols.Func{ID: 4, Name: "path_openat", Proto: &symbols.Proto{RetKind: symbols.RetPtr}}
+	o := Options{Entries: map[uint32]bool{3: true}}
+	assert.EqualValues(t, 16, FlagWindowEntry)
+	assert.Equal(t, Cookie(entry)|uint64(FlagWindowEntry)<<32, o.cookie(entry))
+	assert.Equal(t, Cookie(other), o.cookie(other))
+	assert.Equal(t, Cookie(entry), Options{}.cookie(entry), "no --entry")
+	m := o.multiOpts([]*symbols.Func{entry, other})
+	assert.Equal(t, []uint64{o.cookie(entry), Cookie(other)}, m.Cookies)
+}

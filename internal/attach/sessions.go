@@ -105,7 +105,7 @@ func (t *Tracer) openFSession(spec *ebpf.CollectionSpec, repl map[string]*ebpf.M
 			if err != nil {
 				return nil, nil, opts.Kernel.Explain("fsession", f.Display(), err)
 			}
-			l, err := AttachFSession(prog, Cookie(f))
+			l, err := AttachFSession(prog, opts.cookie(f))
 			if err != nil {
 				return []*ebpf.Program{prog}, nil, opts.Kernel.Explain("fsession", f.Display(), err)
 			}
@@ -161,7 +161,7 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 			tids := make([]btf.TypeID, len(set))
 			cookies := make([]uint64, len(set))
 			for i, f := range set {
-				tids[i], cookies[i] = idOf[f], Cookie(f)
+				tids[i], cookies[i] = idOf[f], opts.cookie(f)
 			}
 			return AttachTracingMulti(prog, at, tids, cookies)
 		}
@@ -245,7 +245,7 @@ func fentryOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Optio
 		if err != nil {
 			return nil, nil, opts.Kernel.Explain("fentry", f.Display()+" (entry only: "+f.EntryOnly+")", err)
 		}
-		l, err := LinkFunc(prog, ebpf.AttachTraceFEntry, Cookie(f))
+		l, err := LinkFunc(prog, ebpf.AttachTraceFEntry, opts.cookie(f))
 		if err != nil {
 			return []*ebpf.Program{prog}, nil, opts.Kernel.Explain("fentry", f.Display()+" (entry only: "+f.EntryOnly+")", err)
 		}

@@ -70,10 +70,11 @@ const (
 type TraceFtpFuncFlags uint32
 
 const (
-	TraceFtpFuncFlagsFTP_FN_RET_SIGNED TraceFtpFuncFlags = 1
-	TraceFtpFuncFlagsFTP_FN_RET_PTR    TraceFtpFuncFlags = 2
-	TraceFtpFuncFlagsFTP_FN_RET_VOID   TraceFtpFuncFlags = 4
-	TraceFtpFuncFlagsFTP_FN_ENTRY_ONLY TraceFtpFuncFlags = 8
+	TraceFtpFuncFlagsFTP_FN_RET_SIGNED   TraceFtpFuncFlags = 1
+	TraceFtpFuncFlagsFTP_FN_RET_PTR      TraceFtpFuncFlags = 2
+	TraceFtpFuncFlagsFTP_FN_RET_VOID     TraceFtpFuncFlags = 4
+	TraceFtpFuncFlagsFTP_FN_ENTRY_ONLY   TraceFtpFuncFlags = 8
+	TraceFtpFuncFlagsFTP_FN_WINDOW_ENTRY TraceFtpFuncFlags = 16
 )
 
 type TraceFtpKind uint32
@@ -113,7 +114,8 @@ const (
 	TraceFtpStatFTP_STAT_ENTRY_ONLY     TraceFtpStat = 11
 	TraceFtpStatFTP_STAT_X_REJECT       TraceFtpStat = 12
 	TraceFtpStatFTP_STAT_X_FAULT        TraceFtpStat = 13
-	TraceFtpStatFTP_STAT_MAX            TraceFtpStat = 14
+	TraceFtpStatFTP_STAT_WINDOW_REJECT  TraceFtpStat = 14
+	TraceFtpStatFTP_STAT_MAX            TraceFtpStat = 15
 )
 
 type TraceFtpXbool uint32
@@ -200,14 +202,15 @@ type TraceTstack struct {
 	Depth    uint32
 	Overflow uint32
 	CommSent uint32
-	Pad      uint32
+	Window   uint32
 	F        [16]struct {
 		_        structs.HostLayout
 		TsNs     uint64
 		FuncId   uint32
 		Nargs    uint8
 		Rejected uint8
-		Pad      [2]uint8
+		Win      uint8
+		Pad      uint8
 		Args     [6]uint64
 	}
 }
@@ -323,6 +326,8 @@ const (
 	TraceVarWantEvents        = "want_events"
 	TraceVarWantStack         = "want_stack"
 	TraceVarWantStrings       = "want_strings"
+	TraceVarWindow            = "window"
+	TraceVarWindowExits       = "window_exits"
 	TraceVarX_entry           = "x_entry"
 	TraceVarX_exit            = "x_exit"
 	TraceVarX_vals            = "x_vals"
@@ -440,6 +445,8 @@ type TraceVariableSpecs struct {
 	WantEvents      *ebpf.VariableSpec `ebpf:"want_events"`
 	WantStack       *ebpf.VariableSpec `ebpf:"want_stack"`
 	WantStrings     *ebpf.VariableSpec `ebpf:"want_strings"`
+	Window          *ebpf.VariableSpec `ebpf:"window"`
+	WindowExits     *ebpf.VariableSpec `ebpf:"window_exits"`
 	X_entry         *ebpf.VariableSpec `ebpf:"x_entry"`
 	X_exit          *ebpf.VariableSpec `ebpf:"x_exit"`
 	X_vals          *ebpf.VariableSpec `ebpf:"x_vals"`
@@ -527,6 +534,8 @@ type TraceVariables struct {
 	WantEvents      *ebpf.Variable `ebpf:"want_events"`
 	WantStack       *ebpf.Variable `ebpf:"want_stack"`
 	WantStrings     *ebpf.Variable `ebpf:"want_strings"`
+	Window          *ebpf.Variable `ebpf:"window"`
+	WindowExits     *ebpf.Variable `ebpf:"window_exits"`
 	X_entry         *ebpf.Variable `ebpf:"x_entry"`
 	X_exit          *ebpf.Variable `ebpf:"x_exit"`
 	X_vals          *ebpf.Variable `ebpf:"x_vals"`

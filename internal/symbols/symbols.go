@@ -1093,3 +1093,9 @@ func (k *Kernel) ftraceLocations() []bool {
 	})
 	return k.patchable
 }
+
+// MatchFunc reports whether f (a resolved function) matches p: its name
+// or glob, module and address, as Resolve matches kallsyms entries.
+func (p Pattern) MatchFunc(f *Func) bool {
+	return p.matches(Sym{Name: f.Name, Module: f.Module, Addr: f.Addr}, nil)
+}

@@ -45,6 +45,9 @@ func validate(o *Options) error {
 	if err := o.CheckExprs(); err != nil {
 		return badInput(err)
 	}
+	if err := o.CheckEntries(); err != nil {
+		return badInput(fmt.Errorf("trace %w", err))
+	}
 	if o.DryRun {
 		o.Verbose = true // the plan is the output
 	}

@@ -302,6 +302,10 @@ func (p *pipeline) account() {
 	}
 	sum.Losses, _ = p.tr.Losses()
 	sum.Losses.SkippedFuncs = p.skipped
+	if ts, ok := p.sink.(treeSink); ok {
+		sum.Entry = &EntrySummary{Calls: ts.t.Calls, Shown: ts.t.Shown, Unfinished: ts.t.Unfinished(),
+			WindowRejected: sum.Losses.WindowRejected, ThreadExits: sum.Losses.WindowExits}
+	}
 	if sum.Losses.RecursionMiss > 0 {
 		var parts []string
 		for prog, n := range p.tr.RecursionMisses() {

@@ -58,7 +58,10 @@ func (p *planner) plan() (*attach.Tracer, *symbols.Resolution, error) {
 	if o.Mode == "" || o.Mode == "auto" {
 		return p.openAuto()
 	}
-	res, err := p.k.Resolve(o.Patterns, o.Excludes, o.Mode, o.MaxFunctions)
+	if err := o.resolveEntries(p.k, o.Mode); err != nil {
+		return nil, nil, err
+	}
+	res, err := p.k.Resolve(o.allPatterns(), o.Excludes, o.Mode, o.MaxFunctions)
 	if err != nil {
 		return nil, nil, badInput(fmt.Errorf("trace: %w", err))
 	}
@@ -70,14 +73,18 @@ func (p *planner) plan() (*attach.Tracer, *symbols.Resolution, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	t, err := p.open(p.attachOptions(o.Mode, res.Funcs, plans))
+	ao := p.attachOptions(o.Mode, res.Funcs, plans)
+	if err := o.checkEntryIDs(ao.Entries, o.Mode); err != nil {
+		return nil, nil, err
+	}
+	t, err := p.open(ao)
 	return t, res, err
 }
 
 // attachOptions are the attach.Options of mode for fs.
 func (p *planner) attachOptions(mode string, fs []*symbols.Func, plans map[uint32]*expr.Plan) attach.Options {
 	o := p.o
-	return attach.Options{Mode: mode, Funcs: fs, Filters: o.Filters, RingbufSize: o.RingbufSize, Strings: o.Strings, Stack: o.Stack, Aggregate: o.Summary || o.Hist, NoEvents: o.Quiet, Kernel: p.kin, BTF: p.k.Types, Progress: o.Progress, Exprs: plans, DryRun: o.DryRun}
+	return attach.Options{Mode: mode, Funcs: fs, Filters: o.Filters, RingbufSize: o.RingbufSize, Strings: o.Strings, Stack: o.Stack, Aggregate: o.Summary || o.Hist, NoEvents: o.Quiet, Kernel: p.kin, BTF: p.k.Types, Progress: o.Progress, Exprs: plans, DryRun: o.DryRun, Entries: o.entryIDs(fs)}
 }
 
 // autoOrder is the order in which auto mode tries the modes, and why the
@@ -117,12 +124,23 @@ func autoOrder(resF *symbols.Resolution, errF error, has func(attachType string)
 // kernel supports.
 func (p *planner) openAuto() (*attach.Tracer, *symbols.Resolution, error) {
 	o, k := p.o, p.k
-	resF, errF := k.Resolve(o.Patterns, o.Excludes, attach.ModeFentry, 0)
+	// --entry patterns that match nothing (or only excluded or noreturn
+	// functions) fail whatever the mode; untraceable is per mode, below.
+	if err := o.resolveEntries(k, attach.ModeKprobeMulti); err != nil && !errors.Is(err, symbols.ErrUntraceable) {
+		return nil, nil, err
+	}
+	resF, errF := k.Resolve(o.allPatterns(), o.Excludes, attach.ModeFentry, 0)
 	order, why := autoOrder(resF, errF, p.has)
 	var firstErr error
 	var unavailable, tried []string
 	for i, m := range order {
-		res, err := k.Resolve(o.Patterns, o.Excludes, m, o.MaxFunctions)
+		res, err := k.Resolve(o.allPatterns(), o.Excludes, m, o.MaxFunctions)
+		if err == nil {
+			err = o.resolveEntries(k, m)
+			if err != nil && !errors.Is(err, symbols.ErrUntraceable) {
+				return nil, nil, err
+			}
+		}
 		if err != nil {
 			if errors.Is(err, symbols.ErrNoMatch) || errors.Is(err, symbols.ErrTooMany) {
 				return nil, nil, badInput(fmt.Errorf("trace: %w", err))
@@ -148,7 +166,11 @@ func (p *planner) openAuto() (*attach.Tracer, *symbols.Resolution, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		t, err := p.open(p.attachOptions(m, res.Funcs, plans))
+		ao := p.attachOptions(m, res.Funcs, plans)
+		if err := o.checkEntryIDs(ao.Entries, m); err != nil {
+			return nil, nil, err
+		}
+		t, err := p.open(ao)
 		if err == nil {
 			if i == 0 {
 				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions: %s\n", m, len(res.Funcs), why)
@@ -180,7 +202,7 @@ func (p *planner) openAuto() (*attach.Tracer, *symbols.Resolution, error) {
 // through one kprobe.multi link, said once per reason.
 func (p *planner) openMixed(resF *symbols.Resolution, tramp string) (*attach.Tracer, *symbols.Resolution, error) {
 	o, k := p.o, p.k
-	resK, err := k.Resolve(o.Patterns, o.Excludes, attach.ModeKprobeMulti, 0)
+	resK, err := k.Resolve(o.allPatterns(), o.Excludes, attach.ModeKprobeMulti, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -226,6 +248,10 @@ func (p *planner) openMixed(resF *symbols.Resolution, tramp string) (*attach.Tra
 	}
 	ao := p.attachOptions(attach.ModeMixed, fs, plans)
 	ao.MixedTrampoline, ao.MultiFuncs = tramp, ms
+	ao.Entries = o.entryIDs(append(append([]*symbols.Func{}, fs...), ms...))
+	if err := o.checkEntryIDs(ao.Entries, attach.ModeMixed); err != nil {
+		return nil, nil, err
+	}
 	t, err := p.open(ao)
 	if err != nil {
 		return nil, nil, err

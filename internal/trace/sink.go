@@ -26,6 +26,8 @@ type sink interface {
 // syms symbolizes --stack.
 func newSink(o Options, table events.Table, syms events.Symbolizer) sink {
 	switch {
+	case len(o.Entries) > 0:
+		return treeSink{t: &events.Tree{Table: table, Entries: o.entryIDs(table), JSON: o.Output == "json", ErrorsOnly: o.entryErrors}}
 	case o.Output == "perfetto":
 		return perfettoSink{&events.Perfetto{Table: table}}
 	case o.Output == "json":
@@ -82,3 +84,20 @@ func (s perfettoSink) end(w, log io.Writer) error {
 	return nil
 }
 func (perfettoSink) summary(w io.Writer, _ *Summary) {}
+
+// treeSink writes a call tree per --entry call (events.Tree), and with
+// JSON the summary as the last line.
+type treeSink struct{ t *events.Tree }
+
+func (s treeSink) event(b []byte, ev *bpfobj.TraceEvent) []byte { return s.t.Append(b, ev) }
+func (s treeSink) end(w, log io.Writer) error {
+	if n := s.t.Unfinished(); n > 0 {
+		fmt.Fprintf(log, "ftprobe: --entry: %d entry calls had not returned when the trace stopped (no tree written)\n", n)
+	}
+	return nil
+}
+func (s treeSink) summary(w io.Writer, sum *Summary) {
+	if s.t.JSON {
+		w.Write(sum.JSON())
+	}
+}

@@ -76,6 +76,14 @@ type Options struct {
 	// kernel at entry, or at exit for their parts on ret.
 	Args       []string
 	Predicates []string
+	// Entries are --entry patterns: the functions of Patterns are recorded
+	// only while the same thread is inside a call of an entry function
+	// (its window), and each entry call is written as one call tree
+	// (events.Tree). The entry functions are traced too.
+	Entries []string
+	// entryErrors: --errors with Entries keeps the entry calls that
+	// returned an error (Filters.ErrorsOnly is then off).
+	entryErrors bool
 	// DryRun resolves the patterns, compiles the expressions, loads
 	// (verifies) every program of the chosen mode, attaches nothing,
 	// prints the plan and returns a nil Summary.
@@ -160,7 +168,26 @@ type Summary struct {
 	Mem []MemSample `json:"mem_samples,omitempty"`
 	// Deferred is set when --min-duration or --errors decide at exit which
 	// calls are shown; Losses.ExitHits then counts every call seen.
-	Deferred bool `json:"deferred,omitempty"`
+	Deferred bool          `json:"deferred,omitempty"` // Entry is the account of --entry (absent without it).
+	Entry    *EntrySummary `json:"entry,omitempty"`
+}
+
+// EntrySummary accounts for the call trees of --entry.
+type EntrySummary struct {
+	// Calls counts the entry function calls that completed (one tree
+	// each); Shown those written (--errors keeps the ones that returned
+	// an error).
+	Calls uint64 `json:"entry_calls"`
+	Shown uint64 `json:"trees_written"`
+	// Unfinished counts the entry calls that had not returned when the
+	// trace stopped (no tree written).
+	Unfinished int `json:"unfinished"`
+	// WindowRejected counts the calls of the traced functions made outside
+	// every entry call (returned early in the kernel; not a loss).
+	WindowRejected uint64 `json:"window_rejected"`
+	// ThreadExits counts the threads that exited inside an entry call (its
+	// tree never completes).
+	ThreadExits uint64 `json:"thread_exits_in_window"`
 }
 
 // JSON is the summary as one JSON line, marshalled through Summary's tags
@@ -207,6 +234,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, classify(err)
 	}
 	defer tracer.Close()
+	if err := o.checkEntriesAttached(tracer); err != nil {
+		return nil, err
+	}
 	if o.DryRun {
 		fmt.Fprintf(o.Log, "ftprobe: dry run: %d functions in %s mode, %d programs loaded and verified in %s, nothing attached\n",
 			len(res.Funcs), tracer.Mode, tracer.Verified, time.Since(tAttach).Round(time.Millisecond))
@@ -327,6 +357,9 @@ func (s *Summary) Line() string {
 	}
 	if s.TargetExited != "" {
 		eo += "; " + s.TargetExited
+	}
+	if e := s.Entry; e != nil {
+		eo += fmt.Sprintf("; --entry: %d entry calls (%d trees written, %d unfinished), %d calls outside them not recorded, %d threads exited inside one", e.Calls, e.Shown, e.Unfinished, e.WindowRejected, e.ThreadExits)
 	}
 	// Attaching and detaching are outside the tracing window (and outside
 	// --duration); when they took long, say how long.

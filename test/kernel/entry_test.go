@@ -1,0 +1,316 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+	"github.com/ftprobe/ftprobe/internal/trace"
+	"github.com/ftprobe/ftprobe/internal/workload"
+)
+
+// entryPatterns are the path walk functions TestEntryOpenFail records
+// inside do_sys_openat2. In the per-function trampoline modes on arm64
+// (each fentry attach costs 1-2 s under TCG) a few exact ones instead of
+// globs matching some 60 functions.
+func entryPatterns(e *env, mode string) []string {
+	if e.kin.Arch == "arm64" && (mode == attach.ModeFentry || mode == attach.ModeFSession) {
+		return []string{"path_openat", "link_path_walk*", "may_open"}
+	}
+	return []string{"path_*", "link_path_walk*", "lookup_*", "may_open"}
+}
+
+// entryModes are the modes of the --entry tests: all on amd64; on arm64,
+// where attaching is slow under TCG, kprobe-multi (pt_regs, one link, the
+// kprobe.session path) and fentry (trampolines, frames pushed by fexit).
+func entryModes(e *env) []string {
+	if e.kin.Arch != "arm64" {
+		return modes
+	}
+	return []string{attach.ModeKprobeMulti, attach.ModeFentry}
+}
+
+// treeNode is a node of a "call_tree" record.
+type treeNode struct {
+	Func     string     `json:"func"`
+	Depth    int        `json:"depth"`
+	TsNs     uint64     `json:"ts_ns"`
+	Args     []uint64   `json:"args"`
+	Ret      int64      `json:"ret"`
+	RetStr   string     `json:"ret_str"`
+	Duration uint64     `json:"duration_ns"`
+	NoEntry  bool       `json:"no_entry"`
+	Error    bool       `json:"error"`
+	Path     bool       `json:"error_path"`
+	Origin   bool       `json:"error_origin"`
+	Children []treeNode `json:"children"`
+	// Strings holds the `char *` arguments (--strings).
+	Strings map[string]*string `json:"strings"`
+}
+
+type treeRecord struct {
+	Type        string   `json:"type"`
+	Tgid        int      `json:"tgid"`
+	Tid         int      `json:"tid"`
+	Comm        string   `json:"comm"`
+	Func        string   `json:"func"`
+	RetStr      string   `json:"ret_str"`
+	Error       bool     `json:"error"`
+	ErrorOrigin string   `json:"error_origin"`
+	Tree        treeNode `json:"call_tree"`
+}
+
+// walk calls fn for n and every node under it, with its parent (nil for
+// the root).
+func (n *treeNode) walk(parent *treeNode, fn func(n, parent *treeNode)) {
+	fn(n, parent)
+	for i := range n.Children {
+		n.Children[i].walk(n, fn)
+	}
+}
+
+var workloadLine = regexp.MustCompile(`workload openfail: pid (\d+) tid (\d+): (\d+) ops`)
+
+// TestEntryOpenFail: ftprobe trace --entry do_sys_openat2 with the path
+// walk functions, around `ftprobe workload openfail --count 3`: exactly
+// one tree per failed open (--errors keeps only those), rooted at
+// do_sys_openat2 returning -ENOENT, with the workload's pid and tid; every
+// child one level below its parent and inside its time span; the error
+// origin is the call that first returned -ENOENT (its ancestors on the
+// marked path all returned it, none of its children did), link_path_walk
+// where the mode traces it; the summary counts the entry calls and the
+// trees written.
+func TestEntryOpenFail(t *testing.T) {
+	e := lab(t)
+	bin := ftprobeBinary(t)
+	for _, mode := range entryModes(e) {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			start := time.Now()
+			pats := entryPatterns(e, mode)
+			res, err := e.k.Resolve(pats, []string{"*elem_raw"}, mode, 0)
+			require.NoError(t, err, "the path walk functions on %s", e.kin)
+			t.Logf("%d functions in %s mode: %v", len(res.Funcs), mode, funcNames(res))
+			out := filepath.Join(t.TempDir(), "trees.jsonl")
+			// BPF's own hash map lookups (lookup_elem_raw,
+			// lookup_nulls_elem_raw) would trace ftprobe's programs.
+			args := append([]string{"trace", "--mode", mode, "--output", "json", "-o", out, "--errors", "--strings", "--exclude", "*elem_raw", "--entry", "do_sys_openat2"}, pats...)
+			args = append(args, "--", bin, "workload", "openfail", "--path", "/nonexistent/ftprobe-entry", "--count", "3")
+			cmd := exec.Command(bin, args...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			require.NoError(t, cmd.Run(), stderr.String())
+			t.Logf("stderr:\n%s", stderr.String())
+			// The command's output goes to ftprobe's stderr (stdout
+			// carries the trace).
+			m := workloadLine.FindStringSubmatch(stdout.String() + stderr.String())
+			require.NotNil(t, m, "workload line: %s", stdout.String())
+			pid, _ := strconv.Atoi(m[1])
+			tid, _ := strconv.Atoi(m[2])
+			b, err := os.ReadFile(out)
+			require.NoError(t, err)
+			var trees []treeRecord
+			var sum map[string]any
+			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				if strings.Contains(l, `"type":"summary"`) {
+					sum = decodeLine(t, l)
+					continue
+				}
+				var r treeRecord
+				require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+				trees = append(trees, r)
+			}
+			t.Logf("first tree: %s", firstLine(b))
+			// The workload's failed opens, by the file name read at entry;
+			// any other failed open of the process (its runtime's) is
+			// logged.
+			var ours []treeRecord
+			for _, r := range trees {
+				if fn := r.Tree.Strings["filename"]; fn != nil && *fn == "/nonexistent/ftprobe-entry" {
+					ours = append(ours, r)
+				} else {
+					t.Logf("another failed open of the process: %+v", r.Tree.Strings)
+				}
+			}
+			require.Len(t, ours, 3, "one tree per failed open (--errors)")
+			for i, r := range ours {
+				assert.Equal(t, "call_tree", r.Type)
+				assert.Equal(t, pid, r.Tgid, "tree %d: the workload's pid", i)
+				assert.Equal(t, tid, r.Tid, "tree %d: the workload's tid", i)
+				assert.Equal(t, "do_sys_openat2", r.Func)
+				assert.True(t, r.Error)
+				root := &r.Tree
+				assert.Equal(t, "do_sys_openat2", root.Func)
+				assert.Equal(t, 0, root.Depth)
+				assert.Equal(t, int64(-2), root.Ret)
+				assert.Equal(t, "-ENOENT", root.RetStr)
+				assert.NotEmpty(t, root.Children, "tree %d: the path walk under do_sys_openat2", i)
+				var origin *treeNode
+				var firstENOENT *treeNode
+				var names []string
+				root.walk(nil, func(n, p *treeNode) {
+					names = append(names, n.Func)
+					assert.False(t, n.NoEntry, "%s: every call has its entry", n.Func)
+					if p != nil {
+						assert.Equal(t, p.Depth+1, n.Depth, "%s under %s", n.Func, p.Func)
+						assert.GreaterOrEqual(t, n.TsNs, p.TsNs, "%s starts inside %s", n.Func, p.Func)
+						assert.LessOrEqual(t, n.TsNs+n.Duration, p.TsNs+p.Duration, "%s ends inside %s", n.Func, p.Func)
+					}
+					if n.Origin {
+						assert.Nil(t, origin, "one origin")
+						origin = n
+					}
+					if n.Path {
+						assert.Equal(t, int64(-2), n.Ret, "%s on the error path", n.Func)
+					}
+					if n.Ret == -2 && n.Error && (firstENOENT == nil || n.TsNs+n.Duration < firstENOENT.TsNs+firstENOENT.Duration) {
+						firstENOENT = n
+					}
+				})
+				require.NotNil(t, origin, "tree %d: an error origin among %v", i, names)
+				assert.Equal(t, r.ErrorOrigin, origin.Func)
+				assert.Same(t, firstENOENT, origin, "tree %d: the origin is the first call that returned -ENOENT (%s), not %s", i, firstENOENT.Func, origin.Func)
+				for _, c := range origin.Children {
+					assert.NotEqual(t, int64(-2), c.Ret, "the origin's child %s", c.Func)
+				}
+				for _, n := range names {
+					if strings.HasPrefix(n, "link_path_walk") {
+						assert.True(t, strings.HasPrefix(origin.Func, "link_path_walk"), "tree %d: link_path_walk is traced, origin %s", i, origin.Func)
+						break
+					}
+				}
+			}
+			require.NotNil(t, sum)
+			entry, _ := sum["entry"].(map[string]any)
+			require.NotNil(t, entry, "summary entry account")
+			assert.GreaterOrEqual(t, num(entry["entry_calls"]), int64(3), "the failed opens and the command's own")
+			assert.EqualValues(t, len(trees), num(entry["trees_written"]))
+			t.Logf("entry account: %v", entry)
+			assert.Contains(t, stderr.String(), "--entry: ")
+			assertNothingAttached(t)
+			t.Logf("%s: %s", mode, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+func firstLine(b []byte) string {
+	l, _, _ := bytes.Cut(b, []byte("\n"))
+	return string(l)
+}
+
+func funcNames(res *symbols.Resolution) []string {
+	var out []string
+	for _, f := range res.Funcs {
+		out = append(out, f.Display())
+	}
+	return out
+}
+
+// TestEntryNoWindow: the same patterns with an entry function the
+// workload never calls (vfs_fsync) while it walks paths: nothing is
+// recorded, no tree, and the rejected calls are counted; nothing counted
+// as lost or in flight (the exits of rejected calls are dropped silently).
+func TestEntryNoWindow(t *testing.T) {
+	e := lab(t)
+	for _, mode := range entryModes(e) {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			start := time.Now()
+			o := trace.Options{Patterns: entryPatterns(e, mode), Entries: []string{"vfs_fsync"}, Mode: mode}
+			evs, sum := traceInThreadWith(t, o, func() {
+				_, err := workload.Run(workload.Spec{Kind: "openfail", Path: "/nonexistent/ftprobe-nowindow", Count: 3})
+				require.NoError(t, err)
+			})
+			assert.Empty(t, evs, "nothing outside a window")
+			require.NotNil(t, sum.Entry)
+			assert.Zero(t, sum.Entry.Calls)
+			assert.Greater(t, sum.Entry.WindowRejected, uint64(0), "the path walk calls were rejected")
+			assert.Zero(t, sum.Events)
+			assert.Zero(t, sum.Losses.NoEntry, "rejected calls' exits are not exits without entry")
+			assert.Zero(t, sum.Losses.InFlight())
+			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assertNothingAttached(t)
+			t.Logf("%s: %s", mode, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// TestEntryThreadExit: a process killed by SIGKILL dies inside get_signal
+// (get_signal -> do_group_exit -> do_exit): with --entry get_signal, each
+// of its threads that dies there is counted as exiting inside a window,
+// and its get_signal call, which never returns, left unfinished (no tree).
+func TestEntryThreadExit(t *testing.T) {
+	e := lab(t)
+	bin := ftprobeBinary(t)
+	mode := attach.ModeKprobeMulti
+	if e.kin.Arch != "arm64" {
+		mode = attach.ModeFentry
+	}
+	needMode(t, e, mode)
+	start := time.Now()
+	child := exec.Command(bin, "workload", "syscall", "--count", "100000000", "--interval", "1ms", "--quiet")
+	require.NoError(t, child.Start())
+	defer child.Process.Kill()
+	var log bytes.Buffer
+	evs, sum := traceAround(t, trace.Options{Patterns: []string{"do_group_exit"}, Entries: []string{"get_signal"}, Mode: mode,
+		Filters: attach.Filters{TGID: uint32(child.Process.Pid)}, Log: &log}, func() {
+		require.NoError(t, child.Process.Signal(syscall.SIGKILL))
+		child.Wait()
+		time.Sleep(200 * time.Millisecond)
+	})
+	t.Logf("log:\n%s", log.String())
+	require.NotNil(t, sum.Entry)
+	assert.GreaterOrEqual(t, sum.Entry.ThreadExits, uint64(1), "the killed process's threads died inside get_signal")
+	assert.Contains(t, log.String(), fmt.Sprintf("%d threads exited inside one", sum.Entry.ThreadExits))
+	// Their get_signal calls never return: no tree is written, and user
+	// space says how many were left open.
+	assert.Empty(t, evs, "no tree of a call that never returned")
+	assert.GreaterOrEqual(t, sum.Entry.Unfinished, 1)
+	assert.Zero(t, sum.Entry.Calls)
+	assertNothingAttached(t)
+	t.Logf("%s: %s", mode, time.Since(start).Round(time.Millisecond))
+}
+
+// TestEntryBadInput: --entry patterns the running kernel refuses are bad
+// input (exit 2), one line naming the function, nothing attached.
+func TestEntryBadInput(t *testing.T) {
+	e := lab(t)
+	for _, c := range []struct {
+		o   trace.Options
+		msg string
+	}{
+		{trace.Options{Entries: []string{"no_such_function_xyz"}}, "trace --entry no_such_function_xyz: no such function"},
+		{trace.Options{Entries: []string{"do_sys_openat2"}, Excludes: []string{"do_sys_*"}}, "--exclude do_sys_* removed every one"},
+		{trace.Options{Entries: []string{"do_exit"}}, "trace --entry do_exit: do_exit never returns (noreturn)"},
+		{trace.Options{Entries: []string{"_printk"}, Mode: attach.ModeFentry}, "trace --entry _printk: function cannot be traced: _printk in fentry mode: varargs"},
+	} {
+		o := c.o
+		o.Patterns, o.Symbols, o.Log, o.Out = []string{"vfs_read"}, e.k, testLog{t}, io.Discard
+		if o.Mode == "" {
+			o.Mode = attach.ModeKprobeMulti
+		}
+		_, err := trace.Run(context.Background(), o)
+		require.Error(t, err, "%v", c.o.Entries)
+		class, _ := trace.ClassOf(err)
+		assert.Equal(t, trace.ClassBadInput, class, "%v", err)
+		assert.Contains(t, err.Error(), c.msg)
+		assert.NotContains(t, err.Error(), "\n")
+	}
+	assertNothingAttached(t)
+}
