@@ -766,26 +766,7 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 		b = append(b, `,"entry_only":`...)
 		b = strconv.AppendQuote(b, f.EntryOnly)
 	}
-	if e.Flags&FlagHasArgs != 0 {
-		b = append(b, `,"args":[`...)
-		n := int(e.Nargs)
-		if f != nil && f.Proto != nil {
-			n = min(len(f.Proto.Params), 6)
-		}
-		for i := 0; i < n; i++ {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendUint(b, e.Args[i], 10)
-		}
-		b = append(b, ']')
-	}
-	if e.Flags&FlagStrings != 0 {
-		b = appendJSONStrings(b, f, e)
-	}
-	if e.Flags&FlagVals != 0 && f != nil && len(f.Values) > 0 {
-		b = appendJSONValues(b, f, e)
-	}
+	b = appendJSONArgs(b, f, e, e.Flags&FlagHasArgs != 0)
 	if e.Flags&FlagStack != 0 {
 		b = j.appendJSONStack(b, e)
 	}
@@ -868,6 +849,33 @@ func paramName(f *symbols.Func, i int) string {
 		return f.Proto.Params[i].Name
 	}
 	return "arg" + strconv.Itoa(i)
+}
+
+// appendJSONArgs appends the event's "args" (the raw argument registers,
+// as many as the prototype has, at most 6) when withArgs, then its
+// strings and --arg values when it carries them.
+func appendJSONArgs(b []byte, f *symbols.Func, e *bpfobj.TraceEvent, withArgs bool) []byte {
+	if withArgs {
+		b = append(b, `,"args":[`...)
+		n := int(e.Nargs)
+		if f != nil && f.Proto != nil {
+			n = min(len(f.Proto.Params), 6)
+		}
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendUint(b, e.Args[i], 10)
+		}
+		b = append(b, ']')
+	}
+	if e.Flags&FlagStrings != 0 {
+		b = appendJSONStrings(b, f, e)
+	}
+	if e.Flags&FlagVals != 0 && f != nil && len(f.Values) > 0 {
+		b = appendJSONValues(b, f, e)
+	}
+	return b
 }
 
 func appendJSONStrings(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {

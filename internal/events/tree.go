@@ -313,26 +313,7 @@ func (t *Tree) appendJSONNode(b []byte, n *TreeNode) []byte {
 	b = strconv.AppendUint(b, uint64(n.Exit.Depth), 10)
 	b = append(b, `,"ts_ns":`...)
 	b = strconv.AppendUint(b, n.Start(), 10)
-	if a.Kind == KindEntry || a.Flags&FlagHasArgs != 0 {
-		b = append(b, `,"args":[`...)
-		k := int(a.Nargs)
-		if f != nil && f.Proto != nil {
-			k = min(len(f.Proto.Params), 6)
-		}
-		for i := 0; i < k; i++ {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendUint(b, a.Args[i], 10)
-		}
-		b = append(b, ']')
-	}
-	if a.Flags&FlagStrings != 0 {
-		b = appendJSONStrings(b, f, a)
-	}
-	if a.Flags&FlagVals != 0 && f != nil && len(f.Values) > 0 {
-		b = appendJSONValues(b, f, a)
-	}
+	b = appendJSONArgs(b, f, a, a.Kind == KindEntry || a.Flags&FlagHasArgs != 0)
 	if n.entryOnly {
 		b = append(b, `,"entry_only":`...)
 		b = strconv.AppendQuote(b, f.EntryOnly)

@@ -891,7 +891,7 @@ func closest(name string, names []string) []string {
 			continue
 		}
 		seen[s] = true
-		d := levenshtein(strings.ToLower(name), strings.ToLower(s))
+		d := symbols.EditDistance(strings.ToLower(name), strings.ToLower(s))
 		if d <= max(2, len(name)/3) || strings.Contains(s, name) || strings.Contains(name, s) && len(s) > 2 {
 			cs = append(cs, cand{s, d})
 		}
@@ -902,26 +902,6 @@ func closest(name string, names []string) []string {
 		out = append(out, cs[i].s)
 	}
 	return out
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // errnos maps errno names (ENOENT) to their negated... no: to their

@@ -1004,7 +1004,7 @@ func (k *Kernel) suggest(name string) string {
 			continue
 		}
 		seen[s.Name] = true
-		d := levenshtein(name, s.Name)
+		d := EditDistance(name, s.Name)
 		if d <= max(2, len(name)/4) {
 			best = append(best, cand{s.Name, d})
 		}
@@ -1027,7 +1027,10 @@ func abs(x int) int {
 	return x
 }
 
-func levenshtein(a, b string) int {
+// EditDistance is the Levenshtein distance between a and b in bytes: the
+// fewest single-byte insertions, deletions and substitutions that turn a
+// into b (the "did you mean" suggestions of symbols and expr).
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
