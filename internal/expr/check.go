@@ -904,8 +904,8 @@ func closest(name string, names []string) []string {
 	return out
 }
 
-// errnos maps errno names (ENOENT) to their negated... no: to their
-// positive values; -ENOENT is written with the unary minus.
+// errnos maps errno names (ENOENT) to their positive values; -ENOENT is
+// written with the unary minus.
 var errnos = func() map[string]uint64 {
 	m := map[string]uint64{}
 	for e := 1; e < 4096; e++ {
