@@ -738,14 +738,7 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 		b = append(b, `{"type":"exit","ts_ns":`...)
 	}
 	b = strconv.AppendUint(b, e.TsNs, 10)
-	b = append(b, `,"cpu":`...)
-	b = strconv.AppendUint(b, uint64(e.Cpu), 10)
-	b = append(b, `,"tgid":`...)
-	b = strconv.AppendUint(b, uint64(e.Tgid), 10)
-	b = append(b, `,"tid":`...)
-	b = strconv.AppendUint(b, uint64(e.Tid), 10)
-	b = append(b, `,"comm":`...)
-	b = appendQuoted(b, commBytes(e))
+	b = appendJSONWhere(b, e)
 	b = append(b, `,"func":`...)
 	if f != nil {
 		b = appendQuoted(b, f.Name)
@@ -849,6 +842,20 @@ func paramName(f *symbols.Func, i int) string {
 		return f.Proto.Params[i].Name
 	}
 	return "arg" + strconv.Itoa(i)
+}
+
+// appendJSONWhere appends where the event happened: "cpu", "tgid",
+// "tid" and "comm".
+func appendJSONWhere(b []byte, e *bpfobj.TraceEvent) []byte {
+	b = append(b, `,"cpu":`...)
+	b = strconv.AppendUint(b, uint64(e.Cpu), 10)
+	b = append(b, `,"tgid":`...)
+	b = strconv.AppendUint(b, uint64(e.Tgid), 10)
+	b = append(b, `,"tid":`...)
+	b = strconv.AppendUint(b, uint64(e.Tid), 10)
+	b = append(b, `,"comm":`...)
+	b = appendQuoted(b, commBytes(e))
+	return b
 }
 
 // appendJSONArgs appends the event's "args" (the raw argument registers,
