@@ -148,7 +148,7 @@ func TestCLIBadInput(t *testing.T) {
 
 		// vm: every value is checked before a kernel is resolved or booted.
 		{[]string{"vm", "--arch", "sparc", "--", "version"}, `vm --arch "sparc": want arm64 or amd64`},
-		{[]string{"vm", "--accel", "hvf", "--", "version"}, `vm --accel "hvf": want auto, kvm or tcg`},
+		{[]string{"vm", "--accel", "hvf", "--", "version"}, `vm --accel "hvf": want auto, kvm, tcg or icount`},
 		{[]string{"vm", "--cpus", "0", "--", "version"}, "vm --cpus 0: want 1 or more"},
 		{[]string{"vm", "--memory", "64", "--", "version"}, "vm --memory 64: want at least 128"},
 		{[]string{"vm", "--timeout", "0s", "--", "version"}, "vm --timeout 0s: want more than 0"},

@@ -25,7 +25,7 @@ func newCompareCmd() *cobra.Command {
 	var (
 		cfg                          bench.Config
 		jsonFile, plotFile, attachNs string
-		crowdKs, from                string
+		crowdKs, from, reader        string
 		quiet, schema                bool
 	)
 	cmd := &cobra.Command{
@@ -86,6 +86,13 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			}
 			if err := attach.ValidateRingbufSize(cfg.RingbufSize); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--buffer-size: %w", err))
+			}
+			switch reader {
+			case "after":
+			case "during":
+				cfg.ReaderDuring = true
+			default:
+				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--reader %q: want after or during", reader))
 			}
 			if cfg.Runs < 1 || cfg.Calls < 1 || cfg.Batch < 1 {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--runs, --calls and --batch must be positive"))
@@ -180,7 +187,8 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 	f.StringVar(&attachNs, "attach-n", "1,10,100,1000", "attach scenario: numbers of functions")
 	f.StringVar(&crowdKs, "crowd-k", "0,10,100", "crowd scenario: numbers of other traced functions")
 	f.StringSliceVar(&cfg.CrowdBy, "crowd-by", []string{bench.CrowdByFentry, bench.CrowdByKprobeMulti}, "crowd scenario: who traces the K other functions: fentry (K links), kprobe.multi (one link)")
-	f.Uint32Var(&cfg.RingbufSize, "buffer-size", 4<<20, "ringbuf bytes for trace bodies and streaming")
+	f.Uint32Var(&cfg.RingbufSize, "buffer-size", 4<<20, "ringbuf bytes for streaming, and for trace bodies with --reader during (at least this much with --reader after)")
+	f.StringVar(&reader, "reader", "after", "trace bodies' ringbuf reader: after (drains after each timed run, from a ringbuf sized to hold it: the hit cost is what the traced thread pays) or during (drains while the calls are timed, as trace does: its work counts where it shares a CPU with the measured thread, always under single-threaded TCG)")
 	f.IntVar(&cfg.StreamCalls, "stream-calls", 200000, "calls in the streaming scenario")
 	f.StringVar(&cfg.Target, "target", "", "syscall trigger: probe this function instead of the getppid(2) handler (it must run once per getppid call; differences are reported as misses)")
 	f.StringVar(&jsonFile, "json", "", "write the report as JSON to FILE (schema ftprobe-compare/v1, raw samples included); - prints it instead of the table")

@@ -90,7 +90,7 @@ extracted without installing.`,
 	f.IntVar(&cpus, "cpus", 2, "guest CPUs")
 	f.IntVar(&memory, "memory", 1024, "guest memory in MiB")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "kill the guest after this long")
-	f.StringVar(&accel, "accel", "auto", "auto, kvm or tcg (auto falls back to TCG when KVM cannot boot the kernel)")
+	f.StringVar(&accel, "accel", "auto", "auto, kvm, tcg or icount (auto falls back to TCG when KVM cannot boot the kernel; icount: TCG whose guest clock counts executed instructions, 1 ns each, so timings such as compare's do not depend on host load)")
 	f.StringArrayVar(&add, "add", nil, "carry HOST:GUEST file into the guest (repeatable)")
 	f.StringArrayVar(&env, "env", nil, "KEY=VALUE for the guest command (repeatable)")
 	f.StringVar(&appendArgs, "append", "", "extra kernel parameters")
@@ -151,8 +151,8 @@ func checkVMInput(arch, accel, guestBin string, cpus, memoryMiB int, timeout tim
 	if arch != "" && arch != "arm64" && arch != "amd64" {
 		return fmt.Errorf("vm --arch %q: want arm64 or amd64", arch)
 	}
-	if accel != "auto" && accel != "kvm" && accel != "tcg" {
-		return fmt.Errorf("vm --accel %q: want auto, kvm or tcg", accel)
+	if accel != "auto" && accel != "kvm" && accel != "tcg" && accel != "icount" {
+		return fmt.Errorf("vm --accel %q: want auto, kvm, tcg or icount", accel)
 	}
 	if cpus < 1 {
 		return fmt.Errorf("vm --cpus %d: want 1 or more", cpus)

@@ -39,6 +39,13 @@ type Config struct {
 	CrowdK       []int    // crowded-ftrace scenario sizes
 	CrowdBy      []string // crowd kinds: CrowdByFentry, CrowdByKprobeMulti (default both)
 	RingbufSize  uint32   // streaming and trace bodies
+	// ReaderDuring drains the ringbuf of the trace bodies while the calls
+	// are timed (the reader's own work then counts wherever it shares a
+	// CPU with the measured thread: always under single-threaded TCG).
+	// Default (false): the reader drains after each timed run, from a
+	// ringbuf sized to hold the whole run (HitRingbufSize), so the hit cost
+	// is what the traced thread pays; drops are counted either way.
+	ReaderDuring bool
 	StreamCalls  int      // calls in the streaming scenario
 	Scenarios    []string // hit, attach, crowd, stream
 	// Target replaces the syscall trigger's probed function (default: the
@@ -105,6 +112,9 @@ type HitRow struct {
 	Hits        uint64  `json:"hits_last_run"`             // program runs counted in the last run
 	Expected    uint64  `json:"hits_expected"`             // program runs the last run should count
 	Misses      int64   `json:"misses"`                    // expected - counted, summed over runs (fprobe and recursion misses included)
+	Drops       uint64  `json:"ringbuf_drops,omitempty"`   // trace bodies: records the ringbuf had no room for, summed over runs
+	Delivered   uint64  `json:"events_delivered,omitempty"` // trace bodies: event records read in the last run
+	Reader      string  `json:"reader,omitempty"`           // trace bodies: "during" (drained while timed) or "after" (drained after each timed run)
 }
 
 // AttachRow is the attach/detach cost of N functions in one mode.
@@ -259,9 +269,14 @@ type traceM struct {
 	wg     sync.WaitGroup
 	events atomic.Uint64
 	base   attach.Losses
+	during bool // a goroutine drains while the calls are timed
+	evBase uint64
 }
 
-func openTrace(o attach.Options, target string, k *symbols.Kernel) (*traceM, error) {
+// openTrace opens ftprobe's trace program on target. during: a goroutine
+// drains the ringbuf from now on (as trace does); else the caller drains
+// with drain() after each timed run.
+func openTrace(o attach.Options, target string, k *symbols.Kernel, during bool) (*traceM, error) {
 	res, err := k.Resolve([]string{target}, nil, o.Mode, 0)
 	if err != nil {
 		return nil, err
@@ -276,7 +291,10 @@ func openTrace(o attach.Options, target string, k *symbols.Kernel) (*traceM, err
 		t.Close()
 		return nil, err
 	}
-	m := &traceM{t: t, rd: rd}
+	m := &traceM{t: t, rd: rd, during: during}
+	if !during {
+		return m, nil
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -298,6 +316,29 @@ func openTrace(o attach.Options, target string, k *symbols.Kernel) (*traceM, err
 	return m, nil
 }
 
+// drain reads every record committed so far (reader after the timed
+// run): it stops at the second poll in a row that finds nothing.
+func (m *traceM) drain() {
+	if m.during {
+		return
+	}
+	var rec ringbuf.Record
+	for idle := 0; idle < 2; {
+		m.rd.SetDeadline(time.Now().Add(5 * time.Millisecond))
+		err := m.rd.ReadInto(&rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			idle++
+			continue
+		} else if err != nil {
+			return
+		}
+		idle = 0
+		if isEvent(rec.RawSample) {
+			m.events.Add(1)
+		}
+	}
+}
+
 // isEvent reports whether a trace record is an event (not a comm record).
 func isEvent(b []byte) bool {
 	return len(b) >= events.HeaderSize && b[unsafe.Offsetof(bpfobj.TraceRecHdr{}.Kind)] != events.KindComm
@@ -306,6 +347,7 @@ func isEvent(b []byte) bool {
 func (m *traceM) reset() error {
 	l, err := m.t.Losses()
 	m.base = l
+	m.evBase = m.events.Load()
 	return err
 }
 
@@ -314,10 +356,38 @@ func (m *traceM) hits() (uint64, error) {
 	return l.EntryHits - m.base.EntryHits + l.ExitHits - m.base.ExitHits, err
 }
 
+// delivered drains (reader after) and returns the event records read and
+// the ringbuf drops since reset.
+func (m *traceM) delivered() (uint64, uint64, error) {
+	m.drain()
+	l, err := m.t.Losses()
+	return m.events.Load() - m.evBase, l.RingbufDrops - m.base.RingbufDrops, err
+}
+
 func (m *traceM) close() {
 	m.rd.Close()
 	m.wg.Wait()
 	m.t.Close()
+}
+
+// HitRingbufSize is the ringbuf of the trace bodies when the reader
+// drains after each timed run: four times the room for calls calls of the
+// largest compact records (an entry of 32 + 6*8 bytes and an exit of 48
+// bytes, each with the ringbuf's 8-byte record header: 144 bytes per
+// call), rounded up to a power of two, at least min and at most 256 MiB.
+// Four times, because the trace program forces a reader wakeup once a
+// quarter of the ring is unread (wakeup_bytes, bpf/trace.bpf.c): a
+// reader that keeps up never gets one, and neither does the timed run.
+func HitRingbufSize(calls int, min uint32) uint32 {
+	need := uint64(calls) * 144 * 4
+	sz := uint64(1 << 20)
+	for sz < need && sz < 256<<20 {
+		sz <<= 1
+	}
+	if sz < uint64(min) {
+		sz = uint64(min)
+	}
+	return uint32(sz)
 }
 
 func (c *Config) wantMode(m string) bool {
@@ -385,7 +455,7 @@ func traceOptions(mode string) (attachMode string, pair bool, variant string) {
 	return attach.ModeFentry, false, ""
 }
 
-func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body, mode string, ringbuf uint32) (measured, error) {
+func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body, mode string, ringbuf uint32, during bool) (measured, error) {
 	if body == BodyEmpty {
 		spec, err := benchSpec(th.tid, 1)
 		if err != nil {
@@ -416,7 +486,7 @@ func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body
 	case BodyAgg:
 		o.NoEvents, o.Aggregate = true, true
 	}
-	m, err := openTrace(o, trig.Target(), k)
+	m, err := openTrace(o, trig.Target(), k, during)
 	if err != nil {
 		return nil, err
 	}
@@ -477,7 +547,11 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 						trig.Close()
 						return fmt.Errorf("%s trigger: %w", tn, err)
 					}
-					mm, err := openMode(kin, k, th, trig, body, m, cfg.RingbufSize)
+					rbSize := cfg.RingbufSize
+					if !cfg.ReaderDuring {
+						rbSize = HitRingbufSize(calls, cfg.RingbufSize)
+					}
+					mm, err := openMode(kin, k, th, trig, body, m, rbSize, cfg.ReaderDuring)
 					if err != nil {
 						row.Supported, row.Reason = false, reasonOf(err)
 						continue
@@ -485,6 +559,14 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 					mm.reset()
 					mt, err := trig.Run(calls)
 					hits, herr := mm.hits()
+					var drops, deliv uint64
+					if tm, ok := mm.(*traceM); ok && herr == nil {
+						deliv, drops, herr = tm.delivered()
+						row.Reader = "after"
+						if cfg.ReaderDuring {
+							row.Reader = "during"
+						}
+					}
 					mm.close()
 					if err != nil || herr != nil {
 						trig.Close()
@@ -503,6 +585,8 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 						exp = 0
 					}
 					row.Hits, row.Expected = hits, exp
+					row.Drops += drops
+					row.Delivered = deliv
 					if tm, ok := mm.(*traceM); ok {
 						row.Variant = tm.t.Variant
 					}
@@ -927,7 +1011,7 @@ func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thre
 		}
 		cfg.progress("streaming: %s, ringbuf %d bytes, %d calls", mode, cfg.RingbufSize, calls)
 		row := StreamRow{Mode: mode, RingbufBytes: cfg.RingbufSize, Supported: true, Calls: calls}
-		m, err := openTrace(attach.Options{Mode: mode, Filters: attach.Filters{TID: th.tid}, RingbufSize: cfg.RingbufSize, Kernel: kin}, trig.Target(), k)
+		m, err := openTrace(attach.Options{Mode: mode, Filters: attach.Filters{TID: th.tid}, RingbufSize: cfg.RingbufSize, Kernel: kin}, trig.Target(), k, true)
 		if err != nil {
 			row.Supported, row.Reason = false, reasonOf(err)
 			r.Stream = append(r.Stream, row)

@@ -37,9 +37,10 @@ func (r *Report) WriteText(w io.Writer) {
 	if len(r.Hit) > 0 {
 		fmt.Fprintf(w, "\n== hit cost: ns per call of the target; ns over base = ns/hit minus the baseline measured just before;\n"+
 			"   x ref = ns over base over fentry's (empty body) or fentry+fexit's (other bodies);\n"+
-			"   x empty = ns over base over the empty program's of the same mode (what ftprobe's own body adds)\n")
+			"   x empty = ns over base over the empty program's of the same mode (what ftprobe's own body adds);\n"+
+			"   drops = ringbuf drops over all runs (trace bodies; reader %s)\n", readerOf(r.Hit))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "trigger\tbody\tmode\tMhits/s\tns/hit\t[min..max]\tns over base\tx ref\tx empty\tmisses\t")
+		fmt.Fprintln(tw, "trigger\tbody\tmode\tMhits/s\tns/hit\t[min..max]\tns over base\tx ref\tx empty\tmisses\tdrops\t")
 		var notes footnotes
 		for _, row := range r.Hit {
 			if !row.Supported {
@@ -56,8 +57,12 @@ func (r *Report) WriteText(w io.Writer) {
 					vsEmpty = fmt.Sprintf("%.2f", row.RatioEmpty)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t[%.1f..%.1f]\t%s\t%s\t%s\t%d\t\n", row.Trigger, row.Body, row.Mode, row.MHitsPerSec,
-				row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, over, ratio, vsEmpty, row.Misses)
+			drops := ""
+			if row.Reader != "" {
+				drops = fmt.Sprint(row.Drops)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t[%.1f..%.1f]\t%s\t%s\t%s\t%d\t%s\t\n", row.Trigger, row.Body, row.Mode, row.MHitsPerSec,
+				row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, over, ratio, vsEmpty, row.Misses, drops)
 		}
 		tw.Flush()
 		printNotes(w, notes)
@@ -322,4 +327,19 @@ func sortedKeys(m map[string]string) []string {
 		}
 	}
 	return ks
+}
+
+// readerOf says where the trace bodies' ringbuf reader ran: "after each
+// timed run", "during the timed runs", or "-" (no trace body, or a report
+// from before the choice existed).
+func readerOf(rows []HitRow) string {
+	for _, r := range rows {
+		switch r.Reader {
+		case "after":
+			return "after each timed run"
+		case "during":
+			return "during the timed runs"
+		}
+	}
+	return "-"
 }

@@ -37,7 +37,7 @@ type Config struct {
 	CPUs     int
 	MemoryMB int
 	Timeout  time.Duration
-	Accel    string // auto, kvm or tcg
+	Accel    string // auto, kvm, tcg or icount (TCG counting instructions as time, see qemuArgs)
 	Append   string // extra kernel parameters
 	Keep     bool   // keep the initramfs and print its path
 	Stdout   io.Writer
@@ -144,7 +144,20 @@ func (c *Config) qemuArgs(initrd, accel string) []string {
 	}
 	var args []string
 	console := "ttyS0"
-	if c.Kernel.Arch == "arm64" {
+	if accel == "icount" {
+		// Instruction counting (QEMU -icount shift=0): the guest clock
+		// advances 1 ns per executed guest instruction while a vCPU runs
+		// (and in real time while all are idle, sleep=on), so a CPU-bound
+		// timing is an instruction count, the same whatever else the host
+		// runs. icount needs single-threaded TCG. The cost of emulator
+		// work between instructions (interrupt checks at an irq enable,
+		// helper calls) is not in it; nor are caches or memory latency.
+		args = append(args, "-cpu", "max", "-accel", "tcg,thread=single", "-icount", "shift=0,sleep=on")
+		if c.Kernel.Arch == "arm64" {
+			console = "ttyAMA0"
+			args = append([]string{"-M", "virt"}, args...)
+		}
+	} else if c.Kernel.Arch == "arm64" {
 		console = "ttyAMA0"
 		args = append(args, "-M", "virt")
 		if accel == "kvm" {
