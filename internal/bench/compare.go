@@ -216,6 +216,9 @@ func Run(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config) (*
 	}
 	if kin.Emulated != "" {
 		r.Header.Warning = "measured under " + kin.Emulated + ": absolute numbers do not transfer to hardware; compare ratios within this run"
+		if kin.Emulated == kfeat.EmulatedIcount {
+			r.Header.Warning = "measured under QEMU TCG with instruction counting (-icount shift=0): 1 ns of guest time is 1 executed instruction, so ns are instruction counts (no caches, memory latency, lock contention or emulator overhead in them); compare ratios within this run"
+		}
 	}
 	if err := ValidateTarget(k, cfg.Target); err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ type Info struct {
 	Minor    int               `json:"minor"`
 	Config   map[string]string `json:"-"` // CONFIG_X -> y/m/value; nil when unknown
 	ConfigAt string            `json:"config_source,omitempty"`
-	Emulated string            `json:"emulated,omitempty"` // e.g. "QEMU TCG" when detected
+	Emulated string            `json:"emulated,omitempty"` // e.g. "QEMU TCG" when detected, EmulatedIcount under ftprobe vm --accel icount
 }
 
 // ConfigKeys are the kernel options ftprobe reports.
@@ -113,7 +113,14 @@ func ParseConfig(r io.Reader) map[string]string {
 	return cfg
 }
 
+// IcountParam is the kernel parameter ftprobe vm --accel icount adds: the
+// guest clock counts executed instructions (QEMU -icount shift=0).
+const IcountParam = "ftprobe.clock=icount"
+
 func detectEmulation() string {
+	if c, _ := os.ReadFile("/proc/cmdline"); strings.Contains(string(c), IcountParam) {
+		return EmulatedIcount
+	}
 	b, _ := os.ReadFile("/proc/cpuinfo")
 	s := string(b)
 	// QEMU's TCG sets the hypervisor CPUID bit too; its CPU model says TCG.
@@ -263,3 +270,8 @@ func (in *Info) DocumentedTrampolineLimits() (slots int, maxStruct uint32, rule 
 func (in *Info) String() string {
 	return fmt.Sprintf("%s %s", in.Release, in.Arch)
 }
+
+// EmulatedIcount is Info.Emulated under QEMU TCG with instruction
+// counting (ftprobe vm --accel icount): 1 ns of guest time is one
+// executed guest instruction.
+const EmulatedIcount = "QEMU TCG icount"

@@ -178,6 +178,9 @@ func (c *Config) qemuArgs(initrd, accel string) []string {
 		}
 	}
 	app := "console=" + console + " quiet panic=-1 oops=panic"
+	if accel == "icount" {
+		app += " ftprobe.clock=icount" // kfeat.IcountParam: compare says how it measured
+	}
 	if c.Append != "" {
 		app += " " + c.Append
 	}

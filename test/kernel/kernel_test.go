@@ -733,6 +733,9 @@ func TestCompareCounts(t *testing.T) {
 			Hits                        uint64 `json:"hits_last_run"`
 			Expected                    uint64 `json:"hits_expected"`
 			Misses                      int64
+			Delivered                   uint64 `json:"events_delivered"`
+			Drops                       uint64 `json:"ringbuf_drops"`
+			Reader                      string
 		} `json:"hit_cost"`
 		Attach []struct {
 			Mode      string
@@ -808,6 +811,14 @@ func TestCompareCounts(t *testing.T) {
 		}
 		assert.Equal(t, h.Expected, h.Hits, "%s/%s/%s: every triggered call is counted", h.Trigger, h.Body, h.Mode)
 		assert.EqualValues(t, 0, h.Misses, "%s/%s/%s", h.Trigger, h.Body, h.Mode)
+		if h.Body != "empty" {
+			// The reader drains after each timed run, from a ringbuf sized
+			// for it: every record of the last run is read, none dropped.
+			want := map[string]uint64{"trace": h.Hits, "exit-only": h.Hits / 2}[h.Body] // agg, filtered: none
+			assert.Equal(t, "after", h.Reader, "%s/%s/%s", h.Trigger, h.Body, h.Mode)
+			assert.Equal(t, want, h.Delivered, "%s/%s/%s: events read after the timed run", h.Trigger, h.Body, h.Mode)
+			assert.Zero(t, h.Drops, "%s/%s/%s: ringbuf drops", h.Trigger, h.Body, h.Mode)
+		}
 	}
 	assert.GreaterOrEqual(t, rows, 2*6+2*2+2, "every mode keeps its row")
 	for _, a := range r.Attach {
