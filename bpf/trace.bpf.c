@@ -593,7 +593,10 @@ static __always_inline int xterm(const struct xterm *t, const struct xctx *c)
 		return err;
 	__u8 op = t->op;
 	if (op == FTP_X_SEQ || op == FTP_X_SPFX) {
-		__u64 buf[FTP_X_STR / 8] = {};
+		/* One word more than FTP_X_STR: n is clamped to FTP_X_STR
+		 * below, but some verifiers (7.3, fentry with only an entry
+		 * filter) lose that clamp and see slen + 2 <= 65 bytes. */
+		__u64 buf[FTP_X_STR / 8 + 1] = {};
 		__u32 slen = t->slen & (FTP_X_STR - 1);
 		/* Equality reads one byte more than the string and its NUL: a
 		 * longer string then gives more bytes than slen + 1. */
@@ -1045,13 +1048,21 @@ static __always_inline void emit_full(void *ctx, __u64 pid_tgid, __u64 now, __u3
 /* on_entry records a call's entry. It returns 1 when the call was
  * rejected (not armed, filtered out): session programs then skip the
  * exit run. */
-static __always_inline int on_entry(void *ctx, __u64 cookie, __u64 *args, __u8 nargs, __u8 mode)
+/* admit runs the checks that need neither the arguments nor the attach
+ * cookie (armed, the pid/tid/tree/comm filters), so a call they reject
+ * returns before anything is fetched. 1 = admitted, *pid_tgid set. */
+static __always_inline int admit(__u64 *pid_tgid)
 {
 	if (!armed)
-		return 1;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!pass_ids(pid_tgid) || !pass_mutable(pid_tgid))
-		return 1;
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	*pid_tgid = id;
+	return pass_ids(id) && pass_mutable(id);
+}
+
+/* on_entry records the entry of a call admit() let in. */
+static __always_inline int on_entry(void *ctx, __u64 pid_tgid, __u64 cookie, __u64 *args, __u8 nargs, __u8 mode)
+{
 	__u32 func_id = (__u32)cookie;
 	struct tstack *st;
 	__u32 d;
@@ -1203,7 +1214,7 @@ static __always_inline __s64 normalize_ret(__u32 flags, __u64 raw, int *is_err)
 /* on_exit records a call's exit. session: the entry run decided (a
  * rejected call's exit does not run), so the filters are not asked again
  * unless no frame is found. */
-static __always_inline void on_exit(void *ctx, __u64 cookie, __u64 raw_ret, __u8 mode, int session)
+static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 {
 	if (!armed)
 		return;
@@ -1217,6 +1228,14 @@ static __always_inline void on_exit(void *ctx, __u64 cookie, __u64 raw_ret, __u8
 		 * task (found on this thread's frame stack below). */
 		pass = pass_mutable(pid_tgid);
 	}
+	/* The cookie and the return value only now: a rejected call's exit
+	 * has returned above without fetching them. */
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 raw_ret = 0;
+	if (regs)
+		raw_ret = FTP_RET((struct pt_regs *)ctx);
+	else
+		bpf_get_func_ret(ctx, &raw_ret);
 	__u32 func_id = (__u32)cookie;
 	__u64 now = bpf_ktime_get_ns();
 	struct tstack *st = frames((__u32)pid_tgid, 0);
@@ -1373,20 +1392,21 @@ static __always_inline void on_exit(void *ctx, __u64 cookie, __u64 raw_ret, __u8
  * through the trampoline's ctx helpers (inlined by the verifier). */
 static __always_inline int tramp_entry(void *ctx, __u8 mode)
 {
+	__u64 pid_tgid;
+	if (!admit(&pid_tgid))
+		return 1;
 	__u64 args[FTP_MAX_ARGS] = {};
 	__u64 n = bpf_get_func_arg_cnt(ctx);
 	for (int i = 0; i < FTP_MAX_ARGS; i++) {
 		if ((__u64)i < n)
 			bpf_get_func_arg(ctx, i, &args[i]);
 	}
-	return on_entry(ctx, bpf_get_attach_cookie(ctx), args, n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);
+	return on_entry(ctx, pid_tgid, bpf_get_attach_cookie(ctx), args, n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);
 }
 
 static __always_inline void tramp_exit(void *ctx, __u8 mode, int session)
 {
-	__u64 ret = 0;
-	bpf_get_func_ret(ctx, &ret);
-	on_exit(ctx, bpf_get_attach_cookie(ctx), ret, mode, session);
+	on_exit(ctx, mode, session, 0);
 }
 
 SEC("fentry")
@@ -1493,17 +1513,20 @@ int ftp_fsession_multi(void *ctx) { return session(ctx, FTP_MODE_FSESSION_MULTI)
  * cookie (6 when unknown). */
 static __always_inline int regs_entry(struct pt_regs *ctx, __u8 mode)
 {
+	__u64 pid_tgid;
+	if (!admit(&pid_tgid))
+		return 1;
 	__u64 args[FTP_MAX_ARGS] = {
 		FTP_ARG0(ctx), FTP_ARG1(ctx), FTP_ARG2(ctx),
 		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
 	};
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	return on_entry(ctx, cookie, args, cookie_nargs(cookie >> 32), mode);
+	return on_entry(ctx, pid_tgid, cookie, args, cookie_nargs(cookie >> 32), mode);
 }
 
 static __always_inline void regs_exit(struct pt_regs *ctx, __u8 mode, int session)
 {
-	on_exit(ctx, bpf_get_attach_cookie(ctx), FTP_RET(ctx), mode, session);
+	on_exit(ctx, mode, session, 1);
 }
 
 SEC("kprobe.multi")
