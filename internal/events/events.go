@@ -44,9 +44,9 @@ const (
 	// MaxStructBytes follow it (struct rec_x's b, as many as used).
 	ValsSize       = int(unsafe.Offsetof(bpfobj.TraceRecX{}.B))
 	MaxStructBytes = len(bpfobj.TraceEvent{}.Xb)
-	commSize   = HeaderSize + 16
-	exitFixed  = HeaderSize + 16 // duration_ns, ret
-	maxArgs    = 6
+	commSize       = HeaderSize + 16
+	exitFixed      = HeaderSize + 16 // duration_ns, ret
+	maxArgs        = 6
 )
 
 // Decoder turns ringbuf records into events. It keeps each thread's comm,

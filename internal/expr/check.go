@@ -26,7 +26,7 @@ const (
 	// MaxStructBytes is how many bytes of whole structs (--arg '*file')
 	// one event records, shared in order by a function's struct values.
 	MaxStructBytes = len(bpfobj.TraceEvent{}.Xb)
-	SrcRet    = uint8(MaxArgs)                    // Fetch.Src of the return value (FTP_X_RET)
+	SrcRet         = uint8(MaxArgs) // Fetch.Src of the return value (FTP_X_RET)
 )
 
 // ErrType is wrapped by every type-check error.
