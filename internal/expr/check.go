@@ -23,11 +23,12 @@ const (
 	MaxValues = len(bpfobj.TraceXprog{}.V)        // --arg values per function
 	MaxStr    = len(bpfobj.TraceXprog{}.T[0].S)   // bytes of a string value or operand, NUL included
 	MaxArgs   = len(bpfobj.TraceRecX{}.Args)      // argument registers recorded
-	// MaxStructBytes is how many bytes of whole structs (--arg '*file')
-	// one event records, shared in order by a function's struct values.
-	MaxStructBytes = len(bpfobj.TraceEvent{}.Xb)
-	SrcRet         = uint8(MaxArgs) // Fetch.Src of the return value (FTP_X_RET)
+	SrcRet    = uint8(MaxArgs)                    // Fetch.Src of the return value (FTP_X_RET)
 )
+
+// MaxStructBytes is how many bytes of whole structs (--arg '*file') one
+// event records, shared in order by a function's struct values.
+const MaxStructBytes = len(bpfobj.TraceEvent{}.Xb)
 
 // ErrType is wrapped by every type-check error.
 var ErrType = errors.New("type error")
