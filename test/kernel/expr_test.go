@@ -108,7 +108,8 @@ func TestArgAtEntry(t *testing.T) {
 // probe read at entry and formatted from the kernel's BTF: the workload's
 // open flags and file position inside struct file, the same struct path
 // through '*file' and 'file->f_path', and the file name's length and hash
-// in struct qstr (hash_len is hash | len << 32).
+// in struct qstr (hash_len is hash | len << 32). A struct at a NULL
+// pointer (the file's private_data) is a counted fault.
 func TestArgStruct(t *testing.T) {
 	e := lab(t)
 	mode := modes[0]
@@ -120,7 +121,7 @@ func TestArgStruct(t *testing.T) {
 	}
 	needMode(t, e, mode)
 	o := trace.Options{Patterns: []string{"vfs_read"}, Mode: mode,
-		Args:       []string{"*file", "file->f_path", "file->f_path.dentry->d_name"},
+		Args:       []string{"*file", "file->f_path", "file->f_path.dentry->d_name", "*(struct qstr *)file->private_data"},
 		Predicates: []string{`count == 1 && file->f_path.dentry->d_name.name == "hostname"`}}
 	evs, sum := traceInThreadWith(t, o, func() {
 		_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 3})
@@ -147,9 +148,14 @@ func TestArgStruct(t *testing.T) {
 		require.NotNil(t, q, "d_name: %v", vals)
 		assert.Equal(t, int64(len("hostname")), num(q["len"]), "%v", q)
 		assert.Equal(t, num(q["hash"])|num(q["len"])<<32, num(q["hash_len"]), "%v", q)
+		assert.Contains(t, vals, "*(struct qstr *)file->private_data")
+		assert.Nil(t, vals["*(struct qstr *)file->private_data"], "NULL private_data")
+		assert.Equal(t, map[string]any{"*(struct qstr *)file->private_data": "-EFAULT"}, ev["value_errors"])
 	}
-	assert.Zero(t, sum.Losses.ExprFaults)
-	assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+	assert.Equal(t, uint64(3), sum.Losses.ExprFaults, "one faulted struct read per call")
+	l := sum.Losses
+	l.ExprFaults = 0
+	assert.False(t, l.Any(), "losses: %+v", sum.Losses)
 }
 
 // exprModes are the modes TestArgFilter runs in: all of them on amd64;
