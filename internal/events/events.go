@@ -451,7 +451,8 @@ func XValue(e *bpfobj.TraceEvent, i int) (v uint64, str []byte, truncated bool, 
 }
 
 // appendXValue appends --arg value i: a quoted string ("…" after it when
-// truncated; NULL), the value as its type prints, or <fault> (JSON: null).
+// truncated; NULL), a whole struct (AppendStruct, from its bytes in e.Xb),
+// the value as its type prints, or <fault> (JSON: null).
 func appendXValue(b []byte, val symbols.Value, e *bpfobj.TraceEvent, i int, json bool) []byte {
 	v, str, trunc, errno := XValue(e, i)
 	if errno != 0 {
