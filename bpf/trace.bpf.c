@@ -176,6 +176,12 @@ struct rec_full {
 #define FTP_X_VALS 4   /* --arg values per function */
 #define FTP_X_STR 64   /* string bytes, NUL included */
 #define FTP_X_RET 6    /* xfetch.src of the return value */
+/* Whole structs (--arg '*file'): up to FTP_X_BYTES bytes per event, shared
+ * in order by the function's struct values, each read with one probe read
+ * into rec_x.b at its offset there. 512 keeps a record under 1 KiB; the
+ * buffer is twice that so that the verifier can prove a read of up to 512
+ * bytes at any offset below 512 in bounds. Only the bytes used are sent. */
+#define FTP_X_BYTES 512
 
 enum ftp_xop {
 	FTP_X_NZ = 1, FTP_X_EQ = 2, FTP_X_NE = 3, FTP_X_LT = 4, FTP_X_LE = 5, FTP_X_GT = 6, FTP_X_GE = 7,
@@ -194,6 +200,7 @@ enum ftp_xflags {
 	FTP_XF_SIGNED = 1, /* sign-extend the value from size bytes */
 	FTP_XF_STR = 2,    /* the value is a string's address */
 	FTP_XF_MASK = 4,   /* value &= mask */
+	FTP_XF_BYTES = 8,  /* the value is a struct's address: read its bytes (xprog.boff/blen) */
 };
 
 struct xfetch {
@@ -226,16 +233,22 @@ struct xprog {
 	__u8 exit_ops[FTP_X_OPS];  /* decided at exit (ret) */
 	struct xterm t[FTP_X_TERMS];
 	struct xfetch v[FTP_X_VALS];
+	__u16 boff[FTP_X_VALS]; /* FTP_XF_BYTES: offset in rec_x.b, < FTP_X_BYTES */
+	__u16 blen[FTP_X_VALS]; /* FTP_XF_BYTES: bytes to read, 1..FTP_X_BYTES */
+	__u16 nbytes;           /* bytes of rec_x.b used (sent), <= FTP_X_BYTES */
+	__u16 _pad2[3];
 };
 
 /* enum ftp_xval_flags per --arg value. */
 enum ftp_xval_flags {
 	FTP_XV_TRUNCATED = 1, /* string longer than FTP_X_STR - 1 */
 	FTP_XV_STR = 4,       /* a string value (v = its address) */
+	FTP_XV_BYTES = 8,     /* a struct's bytes (v = its address), in rec_x.b */
 };
 
 /* --arg values of one event. len: 0 = the value is v (or a NULL string),
- * > 0 = string bytes in s incl. NUL, < 0 = -errno of a faulted read. */
+ * > 0 = string bytes in s incl. NUL, or struct bytes read into rec_x.b,
+ * < 0 = -errno of a faulted read. */
 struct xvals {
 	__u64 v[FTP_X_VALS];
 	__s16 len[FTP_X_VALS];
@@ -251,6 +264,8 @@ struct rec_x {
 	__s64 ret;
 	__u64 args[FTP_MAX_ARGS];
 	struct xvals x;
+	/* Struct bytes (FTP_XF_BYTES): only the first xprog.nbytes are sent. */
+	__u8 b[2 * FTP_X_BYTES];
 };
 
 struct xctx {
@@ -284,6 +299,7 @@ struct event {
 	char str[FTP_MAX_STRS][FTP_STR_LEN];
 	__u64 kstack[FTP_STACK_DEPTH];
 	struct xvals x; /* FTP_F_VALS */
+	__u8 xb[FTP_X_BYTES]; /* FTP_F_VALS: the struct bytes */
 };
 
 struct frame {
@@ -644,7 +660,7 @@ static __always_inline int xterm(const struct xterm *t, const struct xctx *c)
 /* xvals reads a function's --arg values into out, counting the faulted
  * reads (counted where they happen: a running total would make each
  * combination of faults a distinct verifier state). */
-static __always_inline void xvals(const struct xprog *p, const struct xctx *c, struct xvals *out)
+static __always_inline void xvals(const struct xprog *p, const struct xctx *c, struct xvals *out, __u8 *b)
 {
 	__u32 nv = p->nvals;
 	for (int i = 0; i < FTP_X_VALS; i++) {
@@ -661,6 +677,25 @@ static __always_inline void xvals(const struct xprog *p, const struct xctx *c, s
 			continue;
 		}
 		out->v[i] = v;
+		if (p->v[i].flags & FTP_XF_BYTES) {
+			/* Masked where clang cannot undo it: off < 512, n in 1..512,
+			 * inside the 1024-byte buffer. */
+			__u32 off = p->boff[i];
+			__u32 n = p->blen[i];
+			asm volatile("%[v] &= 511" : [v] "+r"(off));
+			n -= 1;
+			asm volatile("%[v] &= 511" : [v] "+r"(n));
+			n += 1;
+			out->flags[i] = FTP_XV_BYTES;
+			long err = xread(b + off, n, v);
+			if (err) {
+				out->len[i] = err;
+				count(FTP_STAT_X_FAULT);
+				continue;
+			}
+			out->len[i] = n;
+			continue;
+		}
 		if (!(p->v[i].flags & FTP_XF_STR))
 			continue;
 		out->flags[i] = FTP_XV_STR;
@@ -1009,8 +1044,11 @@ static __always_inline void emit_x(struct xprog *xp, struct xctx *xc, __u64 pid_
 	r->ret = ret;
 	for (int i = 0; i < FTP_MAX_ARGS; i++)
 		r->args[i] = xc->args[i];
-	xvals(xp, xc, &r->x);
-	output(r, sizeof(*r));
+	xvals(xp, xc, &r->x, r->b);
+	/* Only the struct bytes in use: no cost for the other values. */
+	__u64 nb = xp->nbytes;
+	asm volatile("%[v] &= 1023" : [v] "+r"(nb));
+	output(r, __builtin_offsetof(struct rec_x, b) + nb);
 }
 
 static __always_inline __u8 cookie_nargs(__u32 fflags)

@@ -53,6 +53,7 @@ type TraceEvent struct {
 	Str        [2][128]int8
 	Kstack     [32]uint64
 	X          TraceXvals
+	Xb         [512]uint8
 }
 
 type TraceFtpFlags uint32
@@ -133,6 +134,7 @@ const (
 	TraceFtpXflagsFTP_XF_SIGNED TraceFtpXflags = 1
 	TraceFtpXflagsFTP_XF_STR    TraceFtpXflags = 2
 	TraceFtpXflagsFTP_XF_MASK   TraceFtpXflags = 4
+	TraceFtpXflagsFTP_XF_BYTES  TraceFtpXflags = 8
 )
 
 type TraceFtpXop uint32
@@ -155,6 +157,7 @@ type TraceFtpXvalFlags uint32
 const (
 	TraceFtpXvalFlagsFTP_XV_TRUNCATED TraceFtpXvalFlags = 1
 	TraceFtpXvalFlagsFTP_XV_STR       TraceFtpXvalFlags = 4
+	TraceFtpXvalFlagsFTP_XV_BYTES     TraceFtpXvalFlags = 8
 )
 
 type TraceRecFull struct {
@@ -195,6 +198,7 @@ type TraceRecX struct {
 	Ret        int64
 	Args       [6]uint64
 	X          TraceXvals
+	B          [1024]uint8
 }
 
 type TraceTstack struct {
@@ -253,6 +257,10 @@ type TraceXprog struct {
 		Off   [4]int32
 		Mask  uint64
 	}
+	Boff   [4]uint16
+	Blen   [4]uint16
+	Nbytes uint16
+	Pad2   [3]uint16
 }
 
 type TraceXvals struct {

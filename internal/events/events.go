@@ -40,10 +40,13 @@ const (
 const (
 	HeaderSize = int(unsafe.Sizeof(bpfobj.TraceRecHdr{}))
 	FullSize   = int(unsafe.Sizeof(bpfobj.TraceRecFull{}))
-	ValsSize   = int(unsafe.Sizeof(bpfobj.TraceRecX{}))
-	commSize   = HeaderSize + 16
-	exitFixed  = HeaderSize + 16 // duration_ns, ret
-	maxArgs    = 6
+	// ValsSize is a record with values without struct bytes; up to
+	// MaxStructBytes follow it (struct rec_x's b, as many as used).
+	ValsSize       = int(unsafe.Offsetof(bpfobj.TraceRecX{}.B))
+	MaxStructBytes = len(bpfobj.TraceEvent{}.Xb)
+	commSize       = HeaderSize + 16
+	exitFixed      = HeaderSize + 16 // duration_ns, ret
+	maxArgs        = 6
 )
 
 // Decoder turns ringbuf records into events. It keeps each thread's comm,
@@ -89,12 +92,14 @@ func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
 		return true, nil
 	}
 	if h.Flags&FlagVals != 0 {
-		if len(sample) != ValsSize {
-			return false, fmt.Errorf("record with values of %d bytes, want %d", len(sample), ValsSize)
+		if len(sample) < ValsSize || len(sample) > ValsSize+MaxStructBytes {
+			return false, fmt.Errorf("record with values of %d bytes, want %d to %d", len(sample), ValsSize, ValsSize+MaxStructBytes)
 		}
-		r := (*bpfobj.TraceRecX)(unsafe.Pointer(&sample[0]))
+		var r bpfobj.TraceRecX
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), ValsSize), sample)
 		d.header(h, e)
 		e.DurationNs, e.Ret, e.Args, e.X = r.DurationNs, r.Ret, r.Args, r.X
+		copy(e.Xb[:], sample[ValsSize:])
 		e.Comm = d.comms[h.Tid]
 		d.pairArgs(e)
 		return true, nil
@@ -446,7 +451,8 @@ func XValue(e *bpfobj.TraceEvent, i int) (v uint64, str []byte, truncated bool, 
 }
 
 // appendXValue appends --arg value i: a quoted string ("…" after it when
-// truncated; NULL), the value as its type prints, or <fault> (JSON: null).
+// truncated; NULL), a whole struct (AppendStruct, from its bytes in e.Xb),
+// the value as its type prints, or <fault> (JSON: null).
 func appendXValue(b []byte, val symbols.Value, e *bpfobj.TraceEvent, i int, json bool) []byte {
 	v, str, trunc, errno := XValue(e, i)
 	if errno != 0 {
@@ -454,6 +460,16 @@ func appendXValue(b []byte, val symbols.Value, e *bpfobj.TraceEvent, i int, json
 			return append(b, "null"...)
 		}
 		return append(b, "<fault>"...)
+	}
+	if val.Kind == symbols.ArgStruct && val.Type != nil {
+		n := uint32(e.X.Len[i])
+		if e.X.Flags[i]&uint8(bpfobj.TraceFtpXvalFlagsFTP_XV_BYTES) == 0 || val.Off+n > uint32(len(e.Xb)) {
+			if json {
+				return append(b, "null"...)
+			}
+			return append(b, "<no bytes>"...)
+		}
+		return AppendStruct(b, val.Type, e.Xb[val.Off:val.Off+n], json)
 	}
 	if val.Kind == symbols.ArgCharPtr {
 		if str == nil {

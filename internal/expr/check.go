@@ -26,6 +26,10 @@ const (
 	SrcRet    = uint8(MaxArgs)                    // Fetch.Src of the return value (FTP_X_RET)
 )
 
+// MaxStructBytes is how many bytes of whole structs (--arg '*file') one
+// event records, shared in order by a function's struct values.
+const MaxStructBytes = len(bpfobj.TraceEvent{}.Xb)
+
 // ErrType is wrapped by every type-check error.
 var ErrType = errors.New("type error")
 
@@ -60,7 +64,9 @@ const (
 // Fetch reads one value at a call: Src (argument register 0-5, or SrcRet),
 // then each load reads Size (last load) or 8 bytes at value+Loads[i], then
 // Tail is added and Mask (when not 0) applied. Str: the result is the
-// address of a NUL-terminated string, read up to MaxStr bytes.
+// address of a NUL-terminated string, read up to MaxStr bytes. Bytes (not
+// 0): the result is the address of a struct or union, of which Bytes
+// bytes are read (one read of at most MaxStructBytes).
 type Fetch struct {
 	Src    uint8
 	Loads  []int32
@@ -69,6 +75,7 @@ type Fetch struct {
 	Signed bool
 	Str    bool
 	Mask   uint64
+	Bytes  uint16
 }
 
 // Term is one comparison of a fetched value with a constant.
@@ -83,10 +90,15 @@ type Term struct {
 type Value struct {
 	Expr string
 	Fetch
-	Kind symbols.ArgKind // formatting: ArgCharPtr for strings
-	Size uint32
+	Kind symbols.ArgKind // formatting: ArgCharPtr for strings, ArgStruct for a whole struct
+	Size uint32          // bytes of the value (of the whole struct for ArgStruct)
 	Enum []symbols.EnumValue
 	Type string // C spelling of the value's type
+	// Struct is an ArgStruct value's struct or union type; Off is where
+	// its bytes go in the event's struct bytes (Fetch.Bytes of them are
+	// read: fewer than Size when truncated).
+	Struct btf.Type
+	Off    uint32
 }
 
 // Plan is what runs at each call of one function: the filter's terms and
@@ -100,6 +112,8 @@ type Plan struct {
 	// without a recorded entry cannot be decided.
 	ExitArgs bool
 	Values   []Value
+	// StructBytes is how many of the event's struct bytes Values use.
+	StructBytes int
 	// Filter is the source of the predicate applied ("" = none).
 	Filter string
 }

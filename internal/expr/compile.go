@@ -123,6 +123,16 @@ func (s *Set) CompileFunc(env *Env) (p *Plan, skip map[*Expr]error, err error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("--arg %w", err)
 		}
+		if val.Kind == symbols.ArgStruct {
+			// The event's struct bytes go to the struct values in order.
+			left := MaxStructBytes - p.StructBytes
+			if left <= 0 {
+				return nil, nil, fmt.Errorf("--arg %w", c.errf(e.root, "no room for another struct: the struct values of one function take at most %d bytes per event, used by the ones before", MaxStructBytes))
+			}
+			val.Off = uint32(p.StructBytes)
+			val.Bytes = uint16(min(int(val.Size), left))
+			p.StructBytes += int(val.Bytes)
+		}
 		p.Values = append(p.Values, val)
 	}
 	var cond *bnode
@@ -164,6 +174,19 @@ func (s *Set) CompileFunc(env *Env) (p *Plan, skip map[*Expr]error, err error) {
 
 func (c *checker) argValue(e *Expr, v *cval) (Value, error) {
 	val := Value{Expr: e.body}
+	if v.lv {
+		switch u := under(v.typ).(type) {
+		case *btf.Struct, *btf.Union:
+			// A whole struct: its address, then its bytes.
+			size := sizeof(u)
+			if size <= 0 {
+				return val, c.errf(e.root, "%s is a %s of no bytes (its BTF lists no fields)", e.body, typeString(v.typ))
+			}
+			val.Fetch = Fetch{Src: v.src, Loads: v.loads, Tail: v.tail, Size: 8}
+			val.Kind, val.Size, val.Type, val.Struct = symbols.ArgStruct, uint32(size), typeString(v.typ), v.typ
+			return val, nil
+		}
+	}
 	if sv, ok, err := c.strValue(e.root, v); err != nil {
 		return val, err
 	} else if ok {
@@ -290,7 +313,11 @@ func (p *Plan) setFilter(c *checker, b *bnode) error {
 func (p *Plan) Describe() []string {
 	var out []string
 	for _, v := range p.Values {
-		out = append(out, fmt.Sprintf("--arg %s: %s, %s", v.Expr, v.Type, v.Fetch))
+		l := fmt.Sprintf("--arg %s: %s, %s", v.Expr, v.Type, v.Fetch)
+		if v.Kind == symbols.ArgStruct && uint32(v.Bytes) < v.Size {
+			l += fmt.Sprintf(" (truncated: %d of its %d bytes, at most %d per event)", v.Bytes, v.Size, MaxStructBytes)
+		}
+		out = append(out, l)
 	}
 	if p.Filter != "" {
 		out = append(out, fmt.Sprintf("--filter %s: %d comparisons, %d ops at entry, %d at exit", p.Filter, len(p.Terms), len(p.EntryOps), len(p.ExitOps)))
@@ -307,6 +334,13 @@ func (f Fetch) String() string {
 		b.WriteString("ret")
 	} else {
 		fmt.Fprintf(&b, "arg%d", f.Src)
+	}
+	if f.Bytes > 0 {
+		for _, o := range f.Loads {
+			fmt.Fprintf(&b, " → read 8 bytes at +%d", o)
+		}
+		fmt.Fprintf(&b, " → read %d bytes at +%d → struct", f.Bytes, f.Tail)
+		return b.String()
 	}
 	for i, o := range f.Loads {
 		sz := 8
@@ -407,6 +441,9 @@ func encodeFetch(f Fetch) (src, nload, size, flags uint8, tail int32, off [MaxLo
 	if f.Mask != 0 {
 		flags |= uint8(bpfobj.TraceFtpXflagsFTP_XF_MASK)
 	}
+	if f.Bytes > 0 {
+		flags |= uint8(bpfobj.TraceFtpXflagsFTP_XF_BYTES)
+	}
 	return
 }
 
@@ -440,6 +477,8 @@ func (p *Plan) Encode() bpfobj.TraceXprog {
 	for i, v := range p.Values {
 		d := &x.V[i]
 		d.Src, d.Nload, d.Size, d.Flags, d.Tail, d.Off, d.Mask = encodeFetch(v.Fetch)
+		x.Boff[i], x.Blen[i] = uint16(v.Off), v.Bytes
 	}
+	x.Nbytes = uint16(p.StructBytes)
 	return x
 }

@@ -310,9 +310,68 @@ func TestRecorded(t *testing.T) {
 			assert.Equal(t, []byte{BoolPush | 0}, plans[1].EntryOps)
 			assert.Equal(t, []byte{BoolPush | 1}, plans[1].ExitOps)
 
+			// A whole struct file: its size on that kernel.
+			s, _ = ParseSet([]string{"*file"}, nil)
+			plans, err = s.Compile(fn("vfs_read"), lookup)
+			require.NoError(t, err)
+			assert.Equal(t, map[string]uint16{"arm64-7.3": 176, "amd64-7.3": 176, "arm64-6.12": 184}[name], plans[0].Values[0].Bytes)
+
 			s, _ = ParseSet(nil, []string{"ret == 0"})
 			_, err = s.Compile(fn("migrate_disable"), lookup)
 			assert.ErrorContains(t, err, "migrate_disable returns void")
 		})
 	}
+}
+
+// Whole structs: the address is fetched (every read but the last), then
+// Bytes bytes of it are read into the event's struct bytes, shared in
+// order by a function's struct values.
+func TestStructValues(t *testing.T) {
+	v := val(t, "*file")
+	assert.Equal(t, Fetch{Src: 0, Size: 8, Bytes: 256}, v.Fetch)
+	assert.Equal(t, []any{symbols.ArgStruct, uint32(256), "struct file", btf.Type(fileS), uint32(0)}, []any{v.Kind, v.Size, v.Type, v.Struct, v.Off})
+	assert.Equal(t, "arg0 → read 256 bytes at +0 → struct", v.Fetch.String())
+	v = val(t, "file->f_path")
+	assert.Equal(t, Fetch{Size: 8, Tail: 64, Bytes: 16}, v.Fetch)
+	v = val(t, "*file->f_path.dentry")
+	assert.Equal(t, Fetch{Loads: []int32{72}, Size: 8, Bytes: 96}, v.Fetch)
+	assert.Equal(t, "arg0 → read 8 bytes at +72 → read 96 bytes at +0 → struct", v.Fetch.String())
+	v = val(t, "file->f_path.dentry->d_name")
+	assert.Equal(t, Fetch{Loads: []int32{72}, Tail: 32, Size: 8, Bytes: 16}, v.Fetch)
+	// A scalar through '*' is still a value.
+	v = val(t, "*buf")
+	assert.Equal(t, Fetch{Src: 1, Loads: []int32{0}, Size: 1, Signed: true}, v.Fetch)
+
+	// Two structs share the event's bytes: the second is truncated to
+	// what is left, a third has no room.
+	s, err := ParseSet([]string{"*file", "*file"}, nil)
+	require.NoError(t, err)
+	p, _, err := s.CompileFunc(env())
+	require.NoError(t, err)
+	assert.Equal(t, []uint32{0, 256, 512}, []uint32{p.Values[0].Off, p.Values[1].Off, uint32(p.StructBytes)})
+	x := p.Encode()
+	assert.Equal(t, [4]uint16{0, 256, 0, 0}, x.Boff)
+	assert.Equal(t, [4]uint16{256, 256, 0, 0}, x.Blen)
+	assert.Equal(t, uint16(512), x.Nbytes)
+	assert.Equal(t, uint8(8), x.V[0].Flags)
+	s, _ = ParseSet([]string{"*file", "*file", "*file"}, nil)
+	_, _, err = s.CompileFunc(env())
+	assert.EqualError(t, err, `--arg vfs_read: "*file": type error: no room for another struct: the struct values of one function take at most 512 bytes per event, used by the ones before`)
+
+	// Larger than the bound: truncated, and -v/--dry-run says so.
+	big := &btf.Struct{Name: "big", Size: 600, Members: []btf.Member{{Name: "x", Type: u32T}}}
+	s, _ = ParseSet([]string{"*b", "count"}, nil)
+	p, _, err = s.CompileFunc(&Env{Func: "f", Proto: &btf.FuncProto{Return: intT, Params: []btf.FuncParam{{Name: "b", Type: &btf.Pointer{Target: big}}, {Name: "count", Type: sizeT}}}})
+	require.NoError(t, err)
+	assert.Equal(t, uint16(512), p.Values[0].Bytes)
+	assert.Equal(t, "--arg *b: struct big, arg0 → read 512 bytes at +0 → struct (truncated: 512 of its 600 bytes, at most 512 per event)", p.Describe()[0])
+	assert.Equal(t, uint16(0), p.Values[1].Bytes)
+
+	// '*' of a non-pointer names the function and the expression.
+	s, _ = ParseSet([]string{"*count"}, nil)
+	_, _, err = s.CompileFunc(env())
+	assert.EqualError(t, err, `--arg vfs_read: "*count": type error: dereference of count, a size_t, not a pointer`)
+	// A struct has no value to compare.
+	_, err = one(t, "*file == 1", env())
+	assert.ErrorContains(t, err, `is a struct file: name one of its fields`)
 }

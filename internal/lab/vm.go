@@ -230,7 +230,9 @@ func (c *Config) boot(ctx context.Context, qemu, initrd, accel string, res *Resu
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			l := sc.Text()
-			if strings.Contains(l, "KVM internal error") || strings.Contains(l, "kvm run failed") {
+			// A nested hypervisor may also refuse an MSR the guest CPU
+			// model sets: QEMU aborts ("failed to set MSR 0x10a").
+			if strings.Contains(l, "KVM internal error") || strings.Contains(l, "kvm run failed") || strings.Contains(l, "failed to set MSR") {
 				mu.Lock()
 				kvmBroken = true
 				mu.Unlock()

@@ -450,12 +450,18 @@ type Func struct {
 }
 
 // Value is one --arg expression recorded at a function's entry, named as
-// written, with how to format it (ArgCharPtr: a string).
+// written, with how to format it (ArgCharPtr: a string; ArgStruct: a
+// struct or union's bytes, formatted from Type).
 type Value struct {
 	Name string
 	Kind ArgKind
 	Size uint32
 	Enum []EnumValue
+	// Type is the struct or union of an ArgStruct value (BTF).
+	Type btf.Type
+	// Off and Len: where its bytes are in the event's struct bytes, and
+	// how many were read (Len < Size: truncated).
+	Off, Len uint32
 }
 
 // EntryOnlyNoreturn is Func.EntryOnly for a function that never returns

@@ -172,7 +172,8 @@ func (o *Options) compileExprs(k *symbols.Kernel, fs []*symbols.Func) (map[uint3
 		f.Values = nil
 		if p := plans[f.ID]; p != nil {
 			for _, v := range p.Values {
-				f.Values = append(f.Values, symbols.Value{Name: v.Expr, Kind: v.Kind, Size: v.Size, Enum: v.Enum})
+				f.Values = append(f.Values, symbols.Value{Name: v.Expr, Kind: v.Kind, Size: v.Size, Enum: v.Enum,
+					Type: v.Struct, Off: v.Off, Len: uint32(v.Bytes)})
 			}
 			if o.Verbose {
 				for _, l := range p.Describe() {

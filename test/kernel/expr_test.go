@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"strings"
 	"testing"
@@ -103,6 +104,60 @@ func TestArgAtEntry(t *testing.T) {
 	assert.Zero(t, sum.Losses.ExprFaults)
 }
 
+// TestArgStruct: whole structs as values (--arg '*file'), read in one
+// probe read at entry and formatted from the kernel's BTF: the workload's
+// open flags and file position inside struct file, the same struct path
+// through '*file' and 'file->f_path', and the file name's length and hash
+// in struct qstr (hash_len is hash | len << 32). A struct at a NULL
+// pointer (the file's private_data) is a counted fault.
+func TestArgStruct(t *testing.T) {
+	e := lab(t)
+	mode := modes[0]
+	for _, m := range modes {
+		if e.works[m] {
+			mode = m
+			break
+		}
+	}
+	needMode(t, e, mode)
+	o := trace.Options{Patterns: []string{"vfs_read"}, Mode: mode,
+		Args:       []string{"*file", "file->f_path", "file->f_path.dentry->d_name", "*(struct qstr *)file->private_data"},
+		Predicates: []string{`count == 1 && file->f_path.dentry->d_name.name == "hostname"`}}
+	evs, sum := traceInThreadWith(t, o, func() {
+		_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 3})
+		require.NoError(t, err)
+	})
+	entries := filterEvents(evs, "entry", "vfs_read")
+	require.Len(t, entries, 3, "%v", evs)
+	// open(O_RDONLY) on a 64-bit kernel: O_LARGEFILE is forced (its value
+	// differs by arch); O_CLOEXEC is not kept in f_flags.
+	largefile := map[string]int64{"amd64": 0x8000, "arm64": 0x20000}[e.kin.Arch]
+	for i, ev := range entries {
+		vals, _ := ev["values"].(map[string]any)
+		require.NotNil(t, vals, "%v", ev)
+		file, _ := vals["*file"].(map[string]any)
+		require.NotNil(t, file, "*file: %v", vals)
+		assert.Equal(t, largefile, num(file["f_flags"]), "f_flags, entry %d: %v", i, file)
+		assert.Equal(t, int64(i), num(file["f_pos"]), "f_pos, entry %d", i)
+		assert.Equal(t, int64(1), num(file["f_mode"])&3, "f_mode: FMODE_READ without FMODE_WRITE")
+		assert.Equal(t, vals["file->f_path"], file["f_path"], "struct path twice")
+		path, _ := file["f_path"].(map[string]any)
+		require.NotNil(t, path)
+		assert.NotEqual(t, json.Number("0"), path["dentry"])
+		q, _ := vals["file->f_path.dentry->d_name"].(map[string]any)
+		require.NotNil(t, q, "d_name: %v", vals)
+		assert.Equal(t, int64(len("hostname")), num(q["len"]), "%v", q)
+		assert.Equal(t, num(q["hash"])|num(q["len"])<<32, num(q["hash_len"]), "%v", q)
+		assert.Contains(t, vals, "*(struct qstr *)file->private_data")
+		assert.Nil(t, vals["*(struct qstr *)file->private_data"], "NULL private_data")
+		assert.Equal(t, map[string]any{"*(struct qstr *)file->private_data": "-EFAULT"}, ev["value_errors"])
+	}
+	assert.Equal(t, uint64(3), sum.Losses.ExprFaults, "one faulted struct read per call")
+	l := sum.Losses
+	l.ExprFaults = 0
+	assert.False(t, l.Any(), "losses: %+v", sum.Losses)
+}
+
 // exprModes are the modes TestArgFilter runs in: all of them on amd64;
 // on arm64, where each attach costs about 20 s under TCG and these tests
 // must stay within a minute, the two that hand the programs their
@@ -129,6 +184,7 @@ func TestExprBadInput(t *testing.T) {
 		{[]string{"file->f_pth"}, nil, `--arg vfs_read: "file->f_pth": type error: struct file has no field "f_pth" (did you mean f_path`},
 		{nil, []string{`count == "x"`}, `string comparison on count, a size_t, not a char array or char pointer`},
 		{[]string{"count->x"}, nil, `count->x: count is a size_t, not a pointer`},
+		{[]string{"*count"}, nil, `--arg vfs_read: "*count": type error: dereference of count, a size_t, not a pointer`},
 		{nil, []string{"file->f_path.dentry->d_parent->d_parent->d_parent->d_parent->d_flags == 1"}, "too deep for the verifier"},
 	} {
 		_, err := trace.Run(context.Background(), trace.Options{Patterns: []string{"vfs_read"}, Mode: attach.ModeKprobeMulti,
