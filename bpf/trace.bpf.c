@@ -1208,6 +1208,16 @@ static __always_inline void on_exit(void *ctx, __u64 cookie, __u64 raw_ret, __u8
 	if (!armed)
 		return;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct tstack *st = 0;
+	if (window && !((cookie >> 32) & FTP_FN_WINDOW_ENTRY)) {
+		/* --entry: a call outside every window was rejected at entry
+		 * (counted there) and pushed no frame: return before any other
+		 * work. A frame of this call was pushed inside a window, which
+		 * stays open while the frame is on the stack. */
+		st = frames((__u32)pid_tgid, 0);
+		if (!st || !st->window)
+			return;
+	}
 	int pass = 1;
 	if (!session) {
 		if (!pass_ids(pid_tgid))
@@ -1219,7 +1229,8 @@ static __always_inline void on_exit(void *ctx, __u64 cookie, __u64 raw_ret, __u8
 	}
 	__u32 func_id = (__u32)cookie;
 	__u64 now = bpf_ktime_get_ns();
-	struct tstack *st = frames((__u32)pid_tgid, 0);
+	if (!st)
+		st = frames((__u32)pid_tgid, 0);
 	if (!pass && !st)
 		return;
 	__u32 d = 0;
@@ -1259,8 +1270,6 @@ static __always_inline void on_exit(void *ctx, __u64 cookie, __u64 raw_ret, __u8
 			st->window = st->f[FTP_SLOT(found)].win;
 		return;
 	}
-	if (window && found < 0 && !((cookie >> 32) & FTP_FN_WINDOW_ENTRY) && (!st || !st->window))
-		return; /* --entry: a call rejected outside the window (counted at entry) */
 	if (found < 0 && session)
 		pass = pass_ids(pid_tgid) && pass_mutable(pid_tgid);
 	if (!pass && found < 0)

@@ -75,6 +75,12 @@ const (
 	// first argument register that rejects every call at entry (opt-in:
 	// not in compare's default bodies).
 	BodyPredicate = "predicate"
+	// BodyWindow is the trace program in --entry mode with the target
+	// traced but not an entry function and no window ever open: every
+	// call returns at entry, counted as window-rejected (opt-in: not in
+	// compare's default bodies). Minimum kernel: that of the mode, with
+	// task-local storage (5.11) for the window.
+	BodyWindow = "window"
 )
 
 // Stat is a median with its range over runs.
