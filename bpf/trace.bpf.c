@@ -464,6 +464,13 @@ volatile const __u8 window = 0;
 
 /* --entry: threads that exited while inside a window (tp_btf/sched_process_exit). */
 volatile __u64 window_exits = 0;
+/* --entry: the sum of every thread's window depth (set_window). Zero: no
+ * thread is inside an entry function's call, and a call of another
+ * function is rejected on this one load, without looking up its thread's
+ * frames. Each thread changes only its own share, raising it before its
+ * window opens and lowering it after it closes, so a thread inside a
+ * window (or an interrupt on it) always reads it non-zero. */
+volatile __u64 windows_open = 0;
 #define FTP_X_ANY (x_entry || x_exit || x_vals)
 
 /* Index into a thread's frames, masked in a way clang cannot optimize
@@ -768,6 +775,20 @@ static __always_inline struct tstack *frames(__u32 tid, int create)
 	return bpf_map_lookup_elem(&stacks, &tid);
 }
 
+/* set_window sets the thread's window depth to w, keeping windows_open
+ * the sum of every thread's. */
+static __always_inline void set_window(struct tstack *st, __u32 w)
+{
+	__u32 old = st->window;
+	if (w > old) {
+		__sync_fetch_and_add(&windows_open, (__u64)(w - old));
+		st->window = w;
+	} else if (w < old) {
+		st->window = w;
+		__sync_fetch_and_sub(&windows_open, (__u64)(old - w));
+	}
+}
+
 static __always_inline void fill_hdr(struct rec_hdr *h, __u64 pid_tgid, __u64 now, __u32 func_id,
 				     __u8 kind, __u8 mode, __u16 depth)
 {
@@ -1059,8 +1080,7 @@ static __always_inline int on_entry(void *ctx, __u64 cookie, __u64 *args, __u8 n
 		/* --entry: outside every entry function's call on this thread
 		 * nothing is recorded and no frame is pushed; the exit finds
 		 * no frame and no window and is dropped (on_exit). */
-		st = frames((__u32)pid_tgid, 0);
-		if (!st || !st->window) {
+		if (!windows_open || !(st = frames((__u32)pid_tgid, 0)) || !st->window) {
 			count(FTP_STAT_WINDOW_REJECT);
 			return 1;
 		}
@@ -1138,7 +1158,7 @@ static __always_inline int on_entry(void *ctx, __u64 cookie, __u64 *args, __u8 n
 		__u32 w = st->window;
 		f->win = w;
 		if ((cookie >> 32) & FTP_FN_WINDOW_ENTRY)
-			st->window = w + 1;
+			set_window(st, w + 1);
 	}
 	if (FTP_DEFERRED) {
 		/* decided at exit, which carries the arguments */
@@ -1214,8 +1234,7 @@ static __always_inline void on_exit(void *ctx, __u64 cookie, __u64 raw_ret, __u8
 		 * (counted there) and pushed no frame: return before any other
 		 * work. A frame of this call was pushed inside a window, which
 		 * stays open while the frame is on the stack. */
-		st = frames((__u32)pid_tgid, 0);
-		if (!st || !st->window)
+		if (!windows_open || !(st = frames((__u32)pid_tgid, 0)) || !st->window)
 			return;
 	}
 	int pass = 1;
@@ -1267,7 +1286,7 @@ static __always_inline void on_exit(void *ctx, __u64 cookie, __u64 raw_ret, __u8
 			count_n(FTP_STAT_UNWOUND, unwound);
 		st->depth = found;
 		if (window)
-			st->window = st->f[FTP_SLOT(found)].win;
+			set_window(st, st->f[FTP_SLOT(found)].win);
 		return;
 	}
 	if (found < 0 && session)
@@ -1298,7 +1317,7 @@ static __always_inline void on_exit(void *ctx, __u64 cookie, __u64 raw_ret, __u8
 			count_n(FTP_STAT_UNWOUND, unwound);
 		st->depth = found;
 		if (window)
-			st->window = f->win;
+			set_window(st, f->win);
 	} else {
 		count(FTP_STAT_NO_ENTRY);
 	}
@@ -1618,7 +1637,7 @@ int ftp_exit(__u64 *ctx)
 		struct tstack *st = frames(tid, 0);
 		if (st && st->window) {
 			__sync_fetch_and_add(&window_exits, 1);
-			st->window = 0;
+			set_window(st, 0);
 			if (frames_in_hash)
 				bpf_map_delete_elem(&stacks, &tid);
 		}
