@@ -214,7 +214,9 @@ func (c *Config) boot(ctx context.Context, qemu, initrd, accel string, res *Resu
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			l := sc.Text()
-			if strings.Contains(l, "KVM internal error") || strings.Contains(l, "kvm run failed") {
+			// "failed to set MSR": a nested hypervisor refusing the
+			// guest CPU's MSRs (QEMU then aborts in kvm_buf_set_msrs).
+			if strings.Contains(l, "KVM internal error") || strings.Contains(l, "kvm run failed") || strings.Contains(l, "failed to set MSR") {
 				mu.Lock()
 				kvmBroken = true
 				mu.Unlock()
