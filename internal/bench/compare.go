@@ -90,7 +90,7 @@ type Header struct {
 // HitRow is one mode's hit cost.
 type HitRow struct {
 	Trigger     string  `json:"trigger"`                   // kernel (BPF_PROG_TEST_RUN driver) or syscall (getppid(2) loop)
-	Body        string  `json:"body"`                      // empty, trace or filtered
+	Body        string  `json:"body"`                      // empty, trace, exit-only, agg, filtered, predicate or window
 	Mode        string  `json:"mode"`                      // baseline, fentry, fexit, fentry+fexit, kprobe.multi, ..., raw_tp
 	Target      string  `json:"target"`                    // the probed kernel function (or tracepoint)
 	Supported   bool    `json:"supported"`                 // false: the kernel refused the mode; reason says why
@@ -102,8 +102,8 @@ type HitRow struct {
 	RatioFentry float64 `json:"ratio_to_fentry,omitempty"` // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
 	RatioEmpty  float64 `json:"ratio_to_empty,omitempty"`  // non-empty bodies: ns over baseline over the empty program's of the same mode and trigger in this run
 	Variant     string  `json:"variant,omitempty"`         // how the trace mode was realised when it matters (kprobe.session, fsession.multi)
-	Hits        uint64  `json:"hits_last_run"`             // program runs counted in the last run
-	Expected    uint64  `json:"hits_expected"`             // program runs the last run should count
+	Hits        uint64  `json:"hits_last_run"`             // program runs counted in the last run (window body: calls rejected by the window)
+	Expected    uint64  `json:"hits_expected"`             // program runs the last run should count (window body: one rejection per call)
 	Misses      int64   `json:"misses"`                    // expected - counted, summed over runs (fprobe and recursion misses included)
 }
 
@@ -259,6 +259,9 @@ type traceM struct {
 	wg     sync.WaitGroup
 	events atomic.Uint64
 	base   attach.Losses
+	// windowRejected: calls rejected by the --entry window since reset
+	// (set by hits).
+	windowRejected uint64
 }
 
 func openTrace(o attach.Options, target string, k *symbols.Kernel) (*traceM, error) {
@@ -311,6 +314,7 @@ func (m *traceM) reset() error {
 
 func (m *traceM) hits() (uint64, error) {
 	l, err := m.t.Losses()
+	m.windowRejected = l.WindowRejected - m.base.WindowRejected
 	return l.EntryHits - m.base.EntryHits + l.ExitHits - m.base.ExitHits, err
 }
 
@@ -507,8 +511,13 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 					samples[m] = append(samples[m], v)
 					over[m] = append(over[m], v-b)
 					exp := uint64(calls) * hitsPerCall(m)
-					if body == BodyFiltered || body == BodyPredicate || body == BodyWindow {
+					if body == BodyFiltered || body == BodyPredicate {
 						exp = 0
+					}
+					if tm, ok := mm.(*traceM); ok && body == BodyWindow {
+						// Every call rejected at entry by the window, once
+						// per call whatever the mode's program runs.
+						hits, exp = tm.windowRejected, uint64(calls)
 					}
 					row.Hits, row.Expected = hits, exp
 					if tm, ok := mm.(*traceM); ok {
