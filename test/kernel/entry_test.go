@@ -443,7 +443,8 @@ func TestEntryPerfetto(t *testing.T) {
 // workload's thread opening PATH), the process's other opens are
 // rejected by the filter (filter_rejected) and their path walk by the
 // window (window_rejected); with a PATH nobody opens no window opens (0
-// entry calls, no tree) and the filter rejects exactly 3 calls more. In
+// entry calls, no tree), the filter rejects exactly 3 calls more and the
+// window exactly the calls the 3 trees held. In
 // kprobe-multi mode (kprobe.session: a rejected entry skips its return)
 // and fentry (a rejected frame is pushed, popped by fexit).
 func TestEntryFilterWindow(t *testing.T) {
@@ -455,7 +456,12 @@ func TestEntryFilterWindow(t *testing.T) {
 			needMode(t, e, mode)
 			start := time.Now()
 			pats := entryPatterns(e, mode)
-			rejected := map[bool]int64{}
+			// Warm the dentry cache (a negative dentry for path): every
+			// open of both runs then walks the same calls.
+			_, err := os.Open(path)
+			require.ErrorIs(t, err, os.ErrNotExist)
+			rejected, winRejected := map[bool]int64{}, map[bool]int64{}
+			inside := int64(0) // calls under the roots of the matching trees
 			for _, match := range []bool{true, false} {
 				want := path
 				if !match {
@@ -484,6 +490,7 @@ func TestEntryFilterWindow(t *testing.T) {
 				require.NotNil(t, entry, "summary entry account")
 				t.Logf("match %v: %d trees, entry %v, filter_rejected %v", match, len(trees), entry, sum["filter_rejected"])
 				rejected[match] = num(sum["filter_rejected"])
+				winRejected[match] = num(entry["window_rejected"])
 				assert.Greater(t, num(entry["window_rejected"]), int64(0), "the path walk outside a window (match %v)", match)
 				if !match {
 					assert.Empty(t, trees, "no window opened")
@@ -504,9 +511,15 @@ func TestEntryFilterWindow(t *testing.T) {
 						assert.Equal(t, path, v, "tree %d: the filename the filter kept", i)
 					}
 					assert.NotEmpty(t, r.Tree.Children, "tree %d: the path walk inside the window", i)
+					r.Tree.walk(nil, func(n, p *treeNode) {
+						if p != nil {
+							inside++
+						}
+					})
 				}
 			}
 			assert.Equal(t, rejected[true]+3, rejected[false], "the 3 opens of %s rejected when the filter names another path", path)
+			assert.Equal(t, winRejected[true]+inside, winRejected[false], "the %d calls inside the 3 opens rejected by the window when the filter names another path", inside)
 			assertNothingAttached(t)
 			t.Logf("%s: %s", mode, time.Since(start).Round(time.Millisecond))
 		})
