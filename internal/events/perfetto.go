@@ -14,7 +14,8 @@ import (
 // process per tgid, one track per thread (named by comm), one slice per
 // call with its arguments, return value and attach mode. Timestamps are
 // bpf_ktime_get_ns() in µs. Only exits with a recorded entry make a slice;
-// Skipped counts the others. Reference: "Trace Event Format" (Google,
+// Skipped counts the others. With --entry the slices come from the call
+// trees instead (AddTree). Reference: "Trace Event Format" (Google,
 // docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
 type Perfetto struct {
 	Table   Table
