@@ -480,6 +480,13 @@ volatile const __u8 window = 0;
 
 /* --entry: threads that exited while inside a window (tp_btf/sched_process_exit). */
 volatile __u64 window_exits = 0;
+/* --entry: the sum of every thread's window depth (set_window). Zero: no
+ * thread is inside an entry function's call, and a call of another
+ * function is rejected on this one load, without looking up its thread's
+ * frames. Each thread changes only its own share, raising it before its
+ * window opens and lowering it after it closes, so a thread inside a
+ * window (or an interrupt on it) always reads it non-zero. */
+volatile __u64 windows_open = 0;
 #define FTP_X_ANY (x_entry || x_exit || x_vals)
 
 /* Index into a thread's frames, masked in a way clang cannot optimize
@@ -806,6 +813,20 @@ static __always_inline struct tstack *frames(__u32 tid, int create)
 	return bpf_map_lookup_elem(&stacks, &tid);
 }
 
+/* set_window sets the thread's window depth to w, keeping windows_open
+ * the sum of every thread's. */
+static __always_inline void set_window(struct tstack *st, __u32 w)
+{
+	__u32 old = st->window;
+	if (w > old) {
+		__sync_fetch_and_add(&windows_open, (__u64)(w - old));
+		st->window = w;
+	} else if (w < old) {
+		st->window = w;
+		__sync_fetch_and_sub(&windows_open, (__u64)(old - w));
+	}
+}
+
 static __always_inline void fill_hdr(struct rec_hdr *h, __u64 pid_tgid, __u64 now, __u32 func_id,
 				     __u8 kind, __u8 mode, __u16 depth)
 {
@@ -1098,22 +1119,30 @@ static __always_inline int admit(__u64 *pid_tgid)
 	return pass_ids(id) && pass_mutable(id);
 }
 
-/* on_entry records the entry of a call admit() let in. */
+/* outside_window: --entry, a call of a function that is not an entry
+ * function while its thread is inside no entry function's call: nothing
+ * is recorded and no frame is pushed (the exit finds no frame and no
+ * window and is dropped, on_exit). Asked before the arguments are
+ * fetched; counted. */
+static __always_inline int outside_window(__u64 pid_tgid, __u64 cookie)
+{
+	if (!window || ((cookie >> 32) & FTP_FN_WINDOW_ENTRY))
+		return 0;
+	struct tstack *st;
+	if (!windows_open || !(st = frames((__u32)pid_tgid, 0)) || !st->window) {
+		count(FTP_STAT_WINDOW_REJECT);
+		return 1;
+	}
+	return 0;
+}
+
+/* on_entry records the entry of a call admit() and outside_window() let
+ * in. */
 static __always_inline int on_entry(void *ctx, __u64 pid_tgid, __u64 cookie, __u64 *args, __u8 nargs, __u8 mode)
 {
 	__u32 func_id = (__u32)cookie;
 	struct tstack *st;
 	__u32 d;
-	if (window && !((cookie >> 32) & FTP_FN_WINDOW_ENTRY)) {
-		/* --entry: outside every entry function's call on this thread
-		 * nothing is recorded and no frame is pushed; the exit finds
-		 * no frame and no window and is dropped (on_exit). */
-		st = frames((__u32)pid_tgid, 0);
-		if (!st || !st->window) {
-			count(FTP_STAT_WINDOW_REJECT);
-			return 1;
-		}
-	}
 	struct xprog *xp = xprog_of(func_id);
 	/* Filled only with expressions: no stores on the plain data path. */
 	struct xctx xc;
@@ -1187,7 +1216,7 @@ static __always_inline int on_entry(void *ctx, __u64 pid_tgid, __u64 cookie, __u
 		__u32 w = st->window;
 		f->win = w;
 		if ((cookie >> 32) & FTP_FN_WINDOW_ENTRY)
-			st->window = w + 1;
+			set_window(st, w + 1);
 	}
 	if (FTP_DEFERRED) {
 		/* decided at exit, which carries the arguments */
@@ -1257,6 +1286,18 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	if (!armed)
 		return;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct tstack *st = 0;
+	__u64 cookie = 0;
+	if (window)
+		cookie = bpf_get_attach_cookie(ctx);
+	if (window && !((cookie >> 32) & FTP_FN_WINDOW_ENTRY)) {
+		/* --entry: a call outside every window was rejected at entry
+		 * (counted there) and pushed no frame: return before any other
+		 * work. A frame of this call was pushed inside a window, which
+		 * stays open while the frame is on the stack. */
+		if (!windows_open || !(st = frames((__u32)pid_tgid, 0)) || !st->window)
+			return;
+	}
 	int pass = 1;
 	if (!session) {
 		if (!pass_ids(pid_tgid))
@@ -1266,9 +1307,10 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 		 * task (found on this thread's frame stack below). */
 		pass = pass_mutable(pid_tgid);
 	}
-	/* The cookie and the return value only now: a rejected call's exit
-	 * has returned above without fetching them. */
-	__u64 cookie = bpf_get_attach_cookie(ctx);
+	/* The cookie (without --entry) and the return value only now: a
+	 * rejected call's exit has returned above without fetching them. */
+	if (!window)
+		cookie = bpf_get_attach_cookie(ctx);
 	__u64 raw_ret = 0;
 	if (regs)
 		raw_ret = FTP_RET((struct pt_regs *)ctx);
@@ -1276,7 +1318,8 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 		bpf_get_func_ret(ctx, &raw_ret);
 	__u32 func_id = (__u32)cookie;
 	__u64 now = bpf_ktime_get_ns();
-	struct tstack *st = frames((__u32)pid_tgid, 0);
+	if (!st)
+		st = frames((__u32)pid_tgid, 0);
 	if (!pass && !st)
 		return;
 	__u32 d = 0;
@@ -1313,11 +1356,9 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 			count_n(FTP_STAT_UNWOUND, unwound);
 		st->depth = found;
 		if (window)
-			st->window = st->f[FTP_SLOT(found)].win;
+			set_window(st, st->f[FTP_SLOT(found)].win);
 		return;
 	}
-	if (window && found < 0 && !((cookie >> 32) & FTP_FN_WINDOW_ENTRY) && (!st || !st->window))
-		return; /* --entry: a call rejected outside the window (counted at entry) */
 	if (found < 0 && session)
 		pass = pass_ids(pid_tgid) && pass_mutable(pid_tgid);
 	if (!pass && found < 0)
@@ -1346,7 +1387,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 			count_n(FTP_STAT_UNWOUND, unwound);
 		st->depth = found;
 		if (window)
-			st->window = f->win;
+			set_window(st, f->win);
 	} else {
 		count(FTP_STAT_NO_ENTRY);
 	}
@@ -1433,13 +1474,16 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 	__u64 pid_tgid;
 	if (!admit(&pid_tgid))
 		return 1;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	if (outside_window(pid_tgid, cookie))
+		return 1;
 	__u64 args[FTP_MAX_ARGS] = {};
 	__u64 n = bpf_get_func_arg_cnt(ctx);
 	for (int i = 0; i < FTP_MAX_ARGS; i++) {
 		if ((__u64)i < n)
 			bpf_get_func_arg(ctx, i, &args[i]);
 	}
-	return on_entry(ctx, pid_tgid, bpf_get_attach_cookie(ctx), args, n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);
+	return on_entry(ctx, pid_tgid, cookie, args, n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);
 }
 
 static __always_inline void tramp_exit(void *ctx, __u8 mode, int session)
@@ -1554,11 +1598,13 @@ static __always_inline int regs_entry(struct pt_regs *ctx, __u8 mode)
 	__u64 pid_tgid;
 	if (!admit(&pid_tgid))
 		return 1;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	if (outside_window(pid_tgid, cookie))
+		return 1;
 	__u64 args[FTP_MAX_ARGS] = {
 		FTP_ARG0(ctx), FTP_ARG1(ctx), FTP_ARG2(ctx),
 		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
 	};
-	__u64 cookie = bpf_get_attach_cookie(ctx);
 	return on_entry(ctx, pid_tgid, cookie, args, cookie_nargs(cookie >> 32), mode);
 }
 
@@ -1670,7 +1716,7 @@ int ftp_exit(__u64 *ctx)
 		struct tstack *st = frames(tid, 0);
 		if (st && st->window) {
 			__sync_fetch_and_add(&window_exits, 1);
-			st->window = 0;
+			set_window(st, 0);
 			if (frames_in_hash)
 				bpf_map_delete_elem(&stacks, &tid);
 		}

@@ -96,7 +96,6 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"trace", "--pid", self, "vfs_read", "--", "/bin/true"}, "trace: --pid/--tid with -- COMMAND"},
 
 		// trace --entry: what the call trees do not combine with.
-		{[]string{"trace", "--entry", "do_sys_openat2", "--output", "perfetto", "path_*"}, "trace --entry do_sys_openat2 with --output perfetto: not yet"},
 		{[]string{"trace", "--entry", "do_sys_openat2", "--quiet", "path_*"}, "trace --entry do_sys_openat2 with --quiet (stat): the call trees are per-call output"},
 		{[]string{"stat", "--entry", "do_sys_openat2", "path_*"}, "trace --entry do_sys_openat2 with --quiet (stat)"},
 		{[]string{"trace", "--entry", "do_sys_openat2", "--summary", "path_*"}, "trace --entry do_sys_openat2 with --summary/--hist"},

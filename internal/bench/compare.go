@@ -96,22 +96,22 @@ type Header struct {
 
 // HitRow is one mode's hit cost.
 type HitRow struct {
-	Trigger     string  `json:"trigger"`                    // kernel (BPF_PROG_TEST_RUN driver) or syscall (getppid(2) loop)
-	Body        string  `json:"body"`                       // empty, trace or filtered
-	Mode        string  `json:"mode"`                       // baseline, fentry, fexit, fentry+fexit, kprobe.multi, ..., raw_tp
-	Target      string  `json:"target"`                     // the probed kernel function (or tracepoint)
-	Supported   bool    `json:"supported"`                  // false: the kernel refused the mode; reason says why
-	Reason      string  `json:"reason,omitempty"`           // why the mode is unsupported
-	Calls       int     `json:"calls_per_run"`              // triggered calls of the target per run
-	NsPerHit    Stat    `json:"ns_per_hit"`                 // wall ns per triggered call, probe attached
-	OverheadNs  Stat    `json:"ns_over_baseline"`           // ns per call over the baseline measured right before each run
-	MHitsPerSec float64 `json:"mhits_per_s"`                // millions of calls per second at the median
-	RatioFentry float64 `json:"ratio_to_fentry,omitempty"`  // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
-	RatioEmpty  float64 `json:"ratio_to_empty,omitempty"`   // non-empty bodies: ns over baseline over the empty program's of the same mode and trigger in this run
-	Variant     string  `json:"variant,omitempty"`          // how the trace mode was realised when it matters (kprobe.session, fsession.multi)
-	Hits        uint64  `json:"hits_last_run"`              // program runs counted in the last run
-	Expected    uint64  `json:"hits_expected"`              // program runs the last run should count
-	Misses      int64   `json:"misses"`                     // expected - counted, summed over runs (fprobe and recursion misses included)
+	Trigger     string  `json:"trigger"`                   // kernel (BPF_PROG_TEST_RUN driver) or syscall (getppid(2) loop)
+	Body        string  `json:"body"`                      // empty, trace, exit-only, agg, filtered, predicate or window
+	Mode        string  `json:"mode"`                      // baseline, fentry, fexit, fentry+fexit, kprobe.multi, ..., raw_tp
+	Target      string  `json:"target"`                    // the probed kernel function (or tracepoint)
+	Supported   bool    `json:"supported"`                 // false: the kernel refused the mode; reason says why
+	Reason      string  `json:"reason,omitempty"`          // why the mode is unsupported
+	Calls       int     `json:"calls_per_run"`             // triggered calls of the target per run
+	NsPerHit    Stat    `json:"ns_per_hit"`                // wall ns per triggered call, probe attached
+	OverheadNs  Stat    `json:"ns_over_baseline"`          // ns per call over the baseline measured right before each run
+	MHitsPerSec float64 `json:"mhits_per_s"`               // millions of calls per second at the median
+	RatioFentry float64 `json:"ratio_to_fentry,omitempty"` // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
+	RatioEmpty  float64 `json:"ratio_to_empty,omitempty"`  // non-empty bodies: ns over baseline over the empty program's of the same mode and trigger in this run
+	Variant     string  `json:"variant,omitempty"`         // how the trace mode was realised when it matters (kprobe.session, fsession.multi)
+	Hits        uint64  `json:"hits_last_run"`             // program runs counted in the last run (window body: calls rejected by the window)
+	Expected    uint64  `json:"hits_expected"`             // program runs the last run should count (window body: one rejection per call)
+	Misses      int64   `json:"misses"`                    // expected - counted, summed over runs (fprobe and recursion misses included)
 	Drops       uint64  `json:"ringbuf_drops,omitempty"`    // trace bodies: records the ringbuf had no room for, summed over runs
 	Delivered   uint64  `json:"events_delivered,omitempty"` // trace bodies: event records read in the last run
 	Reader      string  `json:"reader,omitempty"`           // trace bodies: "during" (drained while timed) or "after" (drained after each timed run)
@@ -274,6 +274,9 @@ type traceM struct {
 	base   attach.Losses
 	during bool // a goroutine drains while the calls are timed
 	evBase uint64
+	// windowRejected: calls rejected by the --entry window since reset
+	// (set by hits).
+	windowRejected uint64
 }
 
 // openTrace opens ftprobe's trace program on target. during: a goroutine
@@ -356,6 +359,7 @@ func (m *traceM) reset() error {
 
 func (m *traceM) hits() (uint64, error) {
 	l, err := m.t.Losses()
+	m.windowRejected = l.WindowRejected - m.base.WindowRejected
 	return l.EntryHits - m.base.EntryHits + l.ExitHits - m.base.ExitHits, err
 }
 
@@ -458,6 +462,10 @@ func traceOptions(mode string) (attachMode string, pair bool, variant string) {
 	return attach.ModeFentry, false, ""
 }
 
+// noFuncID is a function ID no resolved function holds (the window
+// body's entry function).
+const noFuncID = ^uint32(0)
+
 func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body, mode string, ringbuf uint32, during bool) (measured, error) {
 	if body == BodyEmpty {
 		spec, err := benchSpec(th.tid, 1)
@@ -484,6 +492,10 @@ func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body
 			EntryOps: []byte{expr.BoolPush},
 			Filter:   "arg0 == 0x5eedf11e5eedf11e",
 		}}
+	case BodyWindow:
+		// --entry of a function no ID names: the target is traced
+		// outside every window, so each call is rejected at entry.
+		o.Entries = map[uint32]bool{noFuncID: true}
 	case BodyExitOnly:
 		o.Filters.MinDuration = 1 // every call is at least 1 ns: one record per call, at exit
 	case BodyAgg:
@@ -586,6 +598,11 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 					exp := uint64(calls) * hitsPerCall(m)
 					if body == BodyFiltered || body == BodyPredicate {
 						exp = 0
+					}
+					if tm, ok := mm.(*traceM); ok && body == BodyWindow {
+						// Every call rejected at entry by the window, once
+						// per call whatever the mode's program runs.
+						hits, exp = tm.windowRejected, uint64(calls)
 					}
 					row.Hits, row.Expected = hits, exp
 					row.Drops += drops

@@ -336,6 +336,7 @@ const (
 	TraceVarWantStrings       = "want_strings"
 	TraceVarWindow            = "window"
 	TraceVarWindowExits       = "window_exits"
+	TraceVarWindowsOpen       = "windows_open"
 	TraceVarX_entry           = "x_entry"
 	TraceVarX_exit            = "x_exit"
 	TraceVarX_vals            = "x_vals"
@@ -455,6 +456,7 @@ type TraceVariableSpecs struct {
 	WantStrings     *ebpf.VariableSpec `ebpf:"want_strings"`
 	Window          *ebpf.VariableSpec `ebpf:"window"`
 	WindowExits     *ebpf.VariableSpec `ebpf:"window_exits"`
+	WindowsOpen     *ebpf.VariableSpec `ebpf:"windows_open"`
 	X_entry         *ebpf.VariableSpec `ebpf:"x_entry"`
 	X_exit          *ebpf.VariableSpec `ebpf:"x_exit"`
 	X_vals          *ebpf.VariableSpec `ebpf:"x_vals"`
@@ -544,6 +546,7 @@ type TraceVariables struct {
 	WantStrings     *ebpf.Variable `ebpf:"want_strings"`
 	Window          *ebpf.Variable `ebpf:"window"`
 	WindowExits     *ebpf.Variable `ebpf:"window_exits"`
+	WindowsOpen     *ebpf.Variable `ebpf:"windows_open"`
 	X_entry         *ebpf.Variable `ebpf:"x_entry"`
 	X_exit          *ebpf.Variable `ebpf:"x_exit"`
 	X_vals          *ebpf.Variable `ebpf:"x_vals"`

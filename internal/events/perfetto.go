@@ -14,7 +14,8 @@ import (
 // process per tgid, one track per thread (named by comm), one slice per
 // call with its arguments, return value and attach mode. Timestamps are
 // bpf_ktime_get_ns() in µs. Only exits with a recorded entry make a slice;
-// Skipped counts the others. Reference: "Trace Event Format" (Google,
+// Skipped counts the others. With --entry the slices come from the call
+// trees instead (AddTree). Reference: "Trace Event Format" (Google,
 // docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
 type Perfetto struct {
 	Table   Table
@@ -73,6 +74,67 @@ func (p *Perfetto) Add(e *bpfobj.TraceEvent) {
 		Ts: float64(e.TsNs-e.DurationNs) / 1e3, Dur: float64(e.DurationNs) / 1e3,
 		Pid: e.Tgid, Tid: e.Tid, Args: args,
 	})
+}
+
+// AddTree records the call tree of one --entry call (Tree.Perfetto) on
+// its thread's track: a complete slice per call, children inside their
+// parent's slice (the kernel's entry and exit times of the same thread),
+// each with "args" (the entry's formatted arguments), "ret" (the return
+// value, "-ENOENT" style), "errno" (the name, on an error return),
+// "depth", "mode" and "cpu"; the root has "entry_call": true and, when
+// its error origin is known, "error_origin_func" (the origin's name). The
+// calls on the path to the error origin have "error_path": true, the
+// origin "error_origin": true (Tree's markErrorPath). An entry-only call
+// is an instant event; a call without a recorded entry a slice of zero
+// duration at its exit, "no_entry": true.
+func (p *Perfetto) AddTree(root *TreeNode) {
+	if p.threads == nil {
+		p.threads = map[[2]uint32]string{}
+	}
+	e := &root.Exit
+	p.threads[[2]uint32{e.Tgid, e.Tid}] = Comm(e)
+	p.addNode(root, true)
+}
+
+func (p *Perfetto) addNode(n *TreeNode, root bool) {
+	e := &n.Exit
+	f := p.Table.Lookup(e.FuncId)
+	a := n.args()
+	args := map[string]any{"mode": ModeName(e.Mode), "cpu": e.Cpu, "depth": e.Depth}
+	if a.Kind == KindEntry || a.Flags&FlagHasArgs != 0 {
+		args["args"] = string(AppendArgs(nil, f, a))
+	}
+	ev := traceEvent{Name: p.Table.FuncName(e.FuncId), Cat: "kernel", Ph: "X", Ts: float64(n.Start()) / 1e3, Pid: e.Tgid, Tid: e.Tid, Args: args}
+	switch {
+	case n.entryOnly:
+		ev.Ph, ev.Scope = "i", "t"
+		args["entry_only"] = f.EntryOnly
+	case e.Flags&FlagNoEntry != 0:
+		args["no_entry"] = true
+		args["ret"] = string(AppendRet(nil, f, e.Ret))
+	default:
+		ev.Dur = float64(e.DurationNs) / 1e3
+		args["ret"] = string(AppendRet(nil, f, e.Ret))
+	}
+	if n.Err {
+		args["errno"] = ErrnoOf(f, e.Ret)
+	}
+	if n.Path {
+		args["error_path"] = true
+	}
+	if n.Origin {
+		args["error_origin"] = true
+	}
+	if root {
+		args["entry_call"] = true
+		if o := n.ErrorOrigin(); o != nil {
+			args["error_origin_func"] = p.Table.FuncName(o.Exit.FuncId)
+		}
+	}
+	p.slices = append(p.slices, ev)
+	for _, c := range n.Children {
+		p.addNode(c, false)
+	}
 }
 
 // WriteTo writes the trace as one JSON document, slices sorted by start

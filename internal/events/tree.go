@@ -38,6 +38,10 @@ type Tree struct {
 	// (--errors).
 	ErrorsOnly bool
 	Base       uint64 // timestamp of the first event (ns), set on first use
+	// Perfetto, when set, takes each tree to write as nested slices
+	// (Perfetto.AddTree) instead of text or JSON; Perfetto.WriteTo then
+	// writes them all at the end.
+	Perfetto *Perfetto
 	// Calls counts the entry calls completed, Shown those written.
 	Calls, Shown uint64
 	threads      map[uint32]*treeThread
@@ -127,6 +131,10 @@ func (t *Tree) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 			return b
 		}
 		t.Shown++
+		if t.Perfetto != nil {
+			t.Perfetto.AddTree(n)
+			return b
+		}
 		if t.JSON {
 			return t.appendJSON(b, n)
 		}

@@ -1,6 +1,10 @@
 package events
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -53,4 +57,72 @@ func TestTreeFromExits(t *testing.T) {
 	assert.Empty(t, tr.Append(nil, exitAt(0, 0, 9000, 100, 3)))
 	assert.Equal(t, uint64(2), tr.Calls)
 	assert.Equal(t, uint64(1), tr.Shown)
+}
+
+// TestTreePerfetto: a three-level tree with Tree.Perfetto becomes nested
+// complete slices on its thread's track, each inside its parent (ns),
+// the path to the error origin marked; an exit without entry is a
+// zero-length slice inside its parent.
+func TestTreePerfetto(t *testing.T) {
+	p := &Perfetto{Table: table}
+	tr := &Tree{Table: table, Entries: map[uint32]bool{0: true}, Perfetto: p}
+	noEntry := exitAt(2, 2, 1500, 0, 0)
+	noEntry.Flags = FlagNoEntry
+	for _, e := range []*bpfobj.TraceEvent{
+		exitAt(2, 2, 1200, 100, -2), // the origin: inside the first depth-1 call
+		noEntry,
+		exitAt(1, 1, 2000, 1000, -2),
+		exitAt(1, 1, 4000, 500, 0),
+		exitAt(0, 0, 5000, 4900, -2),
+	} {
+		assert.Empty(t, tr.Append(nil, e), "nothing written before the end")
+	}
+	assert.Equal(t, uint64(1), tr.Shown)
+	var b bytes.Buffer
+	_, err := p.WriteTo(&b)
+	require.NoError(t, err)
+	var doc struct {
+		TraceEvents []struct {
+			Name, Ph string
+			Ts, Dur  float64
+			Tid      uint32
+			Args     map[string]any
+		}
+	}
+	require.NoError(t, json.Unmarshal(b.Bytes(), &doc), b.String())
+	evs := doc.TraceEvents
+	require.Len(t, evs, 6, "thread name + 5 slices: %s", b.String())
+	assert.Equal(t, "M", evs[0].Ph)
+	ns := func(us float64) int64 { return int64(math.Round(us * 1e3)) }
+	type span struct{ start, end int64 }
+	var names []string
+	open := []span{}
+	for _, e := range evs[1:] {
+		assert.Equal(t, "X", e.Ph)
+		assert.Equal(t, uint32(106), e.Tid)
+		d := int(e.Args["depth"].(float64))
+		s := span{ns(e.Ts), ns(e.Ts) + ns(e.Dur)}
+		if d > 0 {
+			require.Greater(t, len(open), d-1)
+			par := open[d-1]
+			assert.GreaterOrEqual(t, s.start, par.start, "%s at depth %d starts inside its parent", e.Name, d)
+			assert.LessOrEqual(t, s.end, par.end, "%s at depth %d ends inside its parent", e.Name, d)
+		}
+		open = append(open[:d], s)
+		names = append(names, fmt.Sprintf("%d %s %v %v %v", d, e.Name, e.Args["ret"], e.Args["error_path"], e.Args["error_origin"]))
+	}
+	assert.Equal(t, []string{
+		"0 do_sys_openat2 -ENOENT true <nil>",
+		"1 ext4_file_open [ext4] -ENOENT true <nil>",
+		"2 noproto -ENOENT true true",
+		"2 noproto 0 <nil> <nil>",
+		"1 ext4_file_open [ext4] 0 <nil> <nil>",
+	}, names)
+	root := evs[1].Args
+	assert.Equal(t, true, root["entry_call"])
+	assert.Equal(t, "noproto", root["error_origin_func"])
+	assert.Equal(t, "ENOENT", root["errno"])
+	assert.Equal(t, true, evs[4].Args["no_entry"])
+	assert.Equal(t, int64(1500), ns(evs[4].Ts))
+	assert.Equal(t, int64(0), ns(evs[4].Dur))
 }

@@ -10,8 +10,9 @@ import (
 )
 
 // CheckEntries checks --entry against the options that need no kernel:
-// the call trees are per-call output, so --quiet, --summary, --hist and
-// a Perfetto trace do not combine with it, and --min-duration would cut
+// the call trees are per-call output, so --quiet, --summary and --hist do
+// not combine with it (a Perfetto trace holds the trees as nested
+// slices), and --min-duration would cut
 // calls out of the trees. --errors then keeps the entry calls that
 // returned an error (decided in user space, entryErrors), not the error
 // calls themselves. Errors are bad input.
@@ -30,7 +31,6 @@ func (o *Options) CheckEntries() error {
 		flag string
 		why  string
 	}{
-		{o.Output == "perfetto", "--output perfetto", "not yet: the call trees are text or JSON (--output json)"},
 		{o.Quiet, "--quiet (stat)", "the call trees are per-call output, which --quiet does not stream"},
 		{o.Summary || o.Hist, "--summary/--hist", "the call trees are per-call output; the tables are not kept for them"},
 		{o.Filters.MinDuration > 0, "--min-duration", "it would cut calls out of the trees (the entry calls' durations are in the trees)"},

@@ -3,6 +3,7 @@ package trace
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -72,8 +73,9 @@ func TestCheckEntries(t *testing.T) {
 	require.NoError(t, o.CheckEntries())
 	assert.False(t, o.Filters.ErrorsOnly, "not decided per call in the kernel")
 	assert.True(t, o.entryErrors)
+	require.NoError(t, (&Options{Entries: []string{"do_sys_openat2"}, Output: "perfetto"}).CheckEntries(), "the trees as nested slices")
 	for _, bad := range []Options{
-		{Output: "perfetto"}, {Quiet: true}, {Summary: true}, {Hist: true},
+		{Quiet: true}, {Summary: true}, {Hist: true},
 		{Filters: attach.Filters{MinDuration: 1}}, {Graph: true}, {Entries: []string{"["}},
 	} {
 		if bad.Entries == nil {
@@ -168,6 +170,104 @@ func TestPipelineEntryTree(t *testing.T) {
 	assert.Contains(t, lines[1], `"type":"summary"`)
 	assert.Contains(t, lines[1], `"entry":{"entry_calls":2,"trees_written":1,`)
 	assert.Equal(t, uint64(1), sum.Entry.Shown)
+}
+
+// perfettoSlice is one event of a Perfetto (Chrome JSON) trace.
+type perfettoSlice struct {
+	Name, Ph string
+	Ts, Dur  float64 // µs
+	Pid, Tid uint32
+	Args     map[string]any
+}
+
+// ns converts a Perfetto time (µs, 3 decimals) back to ns.
+func ns(us float64) int64 { return int64(math.Round(us * 1e3)) }
+
+// checkNesting asserts that each slice at depth d > 0 lies inside the
+// last slice of depth d-1 of its thread that started before it, and
+// returns the slices' names by depth, in start order.
+func checkNesting(t *testing.T, evs []perfettoSlice) []string {
+	t.Helper()
+	open := map[uint32][]perfettoSlice{} // by tid: the last slice at each depth
+	var got []string
+	for _, e := range evs {
+		if e.Ph != "X" {
+			continue
+		}
+		d := int(e.Args["depth"].(float64))
+		st := open[e.Tid]
+		if d > 0 {
+			require.Greater(t, len(st), d-1, "%s: no parent at depth %d", e.Name, d-1)
+			p := st[d-1]
+			assert.GreaterOrEqual(t, ns(e.Ts), ns(p.Ts), "%s starts inside %s", e.Name, p.Name)
+			assert.LessOrEqual(t, ns(e.Ts)+ns(e.Dur), ns(p.Ts)+ns(p.Dur), "%s ends inside %s", e.Name, p.Name)
+		}
+		open[e.Tid] = append(st[:d], e)
+		got = append(got, strings.Repeat(" ", d)+e.Name)
+	}
+	return got
+}
+
+// TestPipelineEntryPerfetto: with --output perfetto the trees are nested
+// slices on their thread's track, the path to the error origin marked;
+// --errors keeps only the failed entry call's slices.
+func TestPipelineEntryPerfetto(t *testing.T) {
+	recs := append([][]byte{commRec("workload")}, openFail(0)...)
+	recs = append(recs, // a successful open after it: do_sys_openat2 = 4
+		entryRec(0, 0, 10000, 0xffffffffffffff9c, 0xffffe2a627bc, 0),
+		entryRec(1, 1, 11000, 0x5, 0x6),
+		exitRec(1, 1, 12500, 1500, -2),
+		exitRec(0, 0, 20000, 10000, 4))
+	for _, errorsOnly := range []bool{false, true} {
+		r := newTestRun(Options{Entries: []string{"do_sys_openat2"}, Output: "perfetto", Filters: attach.Filters{ErrorsOnly: errorsOnly}}, recs...)
+		require.NoError(t, r.o.CheckEntries())
+		sum, err := r.run(true)
+		require.NoError(t, err)
+		var doc struct{ TraceEvents []perfettoSlice }
+		require.NoError(t, json.Unmarshal(r.out.Bytes(), &doc), r.out.String())
+		evs := doc.TraceEvents
+		require.NotEmpty(t, evs)
+		assert.Equal(t, "M", evs[0].Ph)
+		assert.Equal(t, "workload 106", evs[0].Args["name"], "one track per thread, named")
+		want := []string{"do_sys_openat2", " ext4_file_open [ext4]", " ext4_file_open [ext4]"}
+		if !errorsOnly {
+			want = append(want, "do_sys_openat2", " ext4_file_open [ext4]")
+		}
+		assert.Equal(t, want, checkNesting(t, evs[1:]), "errors only: %v", errorsOnly)
+		root, acc, origin := evs[1], evs[2], evs[3]
+		assert.Equal(t, uint32(testTid), root.Tid)
+		assert.Equal(t, uint32(105), root.Pid)
+		assert.Equal(t, int64(6000), ns(root.Dur))
+		assert.Equal(t, "(dfd=-100, filename=0xffffe2a627bc, how=NULL)", root.Args["args"])
+		assert.Equal(t, "-ENOENT", root.Args["ret"])
+		assert.Equal(t, "ENOENT", root.Args["errno"])
+		assert.Equal(t, true, root.Args["entry_call"])
+		assert.Equal(t, true, root.Args["error_path"])
+		assert.Equal(t, "ext4_file_open [ext4]", root.Args["error_origin_func"])
+		assert.Nil(t, root.Args["error_origin"])
+		assert.Equal(t, "-EACCES", acc.Args["ret"])
+		assert.Equal(t, "EACCES", acc.Args["errno"])
+		assert.Nil(t, acc.Args["error_path"], "another error: not on the path")
+		assert.Equal(t, int64(3000), ns(origin.Ts)-ns(root.Ts))
+		assert.Equal(t, int64(1500), ns(origin.Dur))
+		assert.Equal(t, "(inode=0x3, filp=0x4)", origin.Args["args"])
+		assert.Equal(t, true, origin.Args["error_origin"])
+		assert.Equal(t, true, origin.Args["error_path"])
+		assert.Nil(t, origin.Args["entry_call"])
+		if !errorsOnly {
+			ok := evs[4]
+			assert.Equal(t, int64(10000), ns(ok.Ts)-ns(root.Ts))
+			assert.Equal(t, int64(10000), ns(ok.Dur))
+			assert.Equal(t, "4", ok.Args["ret"])
+			assert.Nil(t, ok.Args["errno"])
+			assert.Nil(t, ok.Args["error_path"])
+			assert.Equal(t, "-ENOENT", evs[5].Args["ret"])
+			assert.Nil(t, evs[5].Args["error_origin"], "the successful call has no error path")
+		}
+		require.NotNil(t, sum.Entry)
+		assert.Equal(t, uint64(2), sum.Entry.Calls)
+		assert.Equal(t, uint64(map[bool]int{false: 2, true: 1}[errorsOnly]), sum.Entry.Shown)
+	}
 }
 
 // TestPipelineEntryUnfinished: an entry call still open at the end has

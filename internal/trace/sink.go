@@ -27,7 +27,11 @@ type sink interface {
 func newSink(o Options, table events.Table, syms events.Symbolizer) sink {
 	switch {
 	case len(o.Entries) > 0:
-		return treeSink{t: &events.Tree{Table: table, Entries: o.entryIDs(table), JSON: o.Output == "json", ErrorsOnly: o.entryErrors}}
+		t := &events.Tree{Table: table, Entries: o.entryIDs(table), JSON: o.Output == "json", ErrorsOnly: o.entryErrors}
+		if o.Output == "perfetto" {
+			t.Perfetto = &events.Perfetto{Table: table}
+		}
+		return treeSink{t: t}
 	case o.Output == "perfetto":
 		return perfettoSink{&events.Perfetto{Table: table}}
 	case o.Output == "json":
@@ -86,13 +90,19 @@ func (s perfettoSink) end(w, log io.Writer) error {
 func (perfettoSink) summary(w io.Writer, _ *Summary) {}
 
 // treeSink writes a call tree per --entry call (events.Tree), and with
-// JSON the summary as the last line.
+// JSON the summary as the last line; with Perfetto the trees' slices as
+// one trace at the end.
 type treeSink struct{ t *events.Tree }
 
 func (s treeSink) event(b []byte, ev *bpfobj.TraceEvent) []byte { return s.t.Append(b, ev) }
 func (s treeSink) end(w, log io.Writer) error {
 	if n := s.t.Unfinished(); n > 0 {
 		fmt.Fprintf(log, "ftprobe: --entry: %d entry calls had not returned when the trace stopped (no tree written)\n", n)
+	}
+	if s.t.Perfetto != nil {
+		if _, err := s.t.Perfetto.WriteTo(w); err != nil {
+			return fmt.Errorf("write perfetto trace of the --entry call trees: %w", err)
+		}
 	}
 	return nil
 }

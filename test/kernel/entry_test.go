@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,6 +63,8 @@ type treeNode struct {
 	Children []treeNode `json:"children"`
 	// Strings holds the `char *` arguments (--strings).
 	Strings map[string]*string `json:"strings"`
+	// Values holds the --arg values by expression.
+	Values map[string]any `json:"values"`
 }
 
 type treeRecord struct {
@@ -313,4 +316,218 @@ func TestEntryBadInput(t *testing.T) {
 		assert.NotContains(t, err.Error(), "\n")
 	}
 	assertNothingAttached(t)
+}
+
+// runEntryCLI runs `ftprobe ARGS -- ftprobe workload openfail --path
+// path --count 3` and returns ftprobe's stderr and the workload's pid and
+// tid (from its report line).
+func runEntryCLI(t *testing.T, bin string, args []string, path string) (stderr string, pid, tid int) {
+	t.Helper()
+	args = append(args, "--", bin, "workload", "openfail", "--path", path, "--count", "3")
+	cmd := exec.Command(bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Run(), "%v: %s", args, errb.String())
+	t.Logf("stderr:\n%s", errb.String())
+	m := workloadLine.FindStringSubmatch(out.String() + errb.String())
+	require.NotNil(t, m, "workload line: %s", out.String())
+	pid, _ = strconv.Atoi(m[1])
+	tid, _ = strconv.Atoi(m[2])
+	return errb.String(), pid, tid
+}
+
+// perfettoEvent is one event of a Perfetto (Chrome JSON) trace.
+type perfettoEvent struct {
+	Name, Ph string
+	Ts, Dur  float64 // µs, to the ns
+	Pid, Tid int
+	Args     map[string]any
+}
+
+// usNs converts a Perfetto time (µs with 3 decimals) back to ns.
+func usNs(us float64) int64 { return int64(math.Round(us * 1e3)) }
+
+// TestEntryPerfetto: trace --entry do_sys_openat2 --errors --output
+// perfetto around `ftprobe workload openfail --count 3`: the workload's
+// thread has one named track; exactly one root slice per failed open of
+// its path (do_sys_openat2, -ENOENT, entry_call, on the error path), the
+// path walk nested inside it (each slice inside the last one a level up,
+// in ns), exactly one error origin per root, named by the root, returning
+// -ENOENT, link_path_walk where the mode traces it.
+func TestEntryPerfetto(t *testing.T) {
+	e := lab(t)
+	bin := ftprobeBinary(t)
+	mode := attach.ModeKprobeMulti
+	needMode(t, e, mode)
+	start := time.Now()
+	pats := entryPatterns(e, mode)
+	path := "/nonexistent/ftprobe-perfetto"
+	out := filepath.Join(t.TempDir(), "trees.json")
+	args := append([]string{"trace", "--mode", mode, "--output", "perfetto", "-o", out, "--errors", "--strings", "--exclude", "*elem_raw", "--entry", "do_sys_openat2"}, pats...)
+	stderr, pid, tid := runEntryCLI(t, bin, args, path)
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var doc struct {
+		TraceEvents []perfettoEvent `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(b, &doc), firstLine(b))
+	var track []string
+	type root struct {
+		s      perfettoEvent
+		kids   int
+		origin []perfettoEvent
+	}
+	var ours []*root
+	var cur *root
+	var open []perfettoEvent // the last slice at each depth on the workload's thread
+	for _, ev := range doc.TraceEvents {
+		if ev.Ph == "M" && ev.Tid == tid {
+			track = append(track, fmt.Sprint(ev.Args["name"]))
+		}
+		if ev.Ph != "X" || ev.Tid != tid {
+			continue
+		}
+		assert.Equal(t, pid, ev.Pid, "%s: the workload's pid", ev.Name)
+		d := int(ev.Args["depth"].(float64))
+		if d == 0 {
+			cur = nil
+			if a, _ := ev.Args["args"].(string); ev.Name == "do_sys_openat2" && strings.Contains(a, `filename="`+path+`"`) {
+				cur = &root{s: ev}
+				ours = append(ours, cur)
+			} else {
+				t.Logf("another failed open of the process: %s%v", ev.Name, ev.Args["args"])
+			}
+		} else {
+			require.Greater(t, len(open), d-1, "%s at depth %d: no slice a level up", ev.Name, d)
+			p := open[d-1]
+			assert.GreaterOrEqual(t, usNs(ev.Ts), usNs(p.Ts), "%s starts inside %s", ev.Name, p.Name)
+			assert.LessOrEqual(t, usNs(ev.Ts)+usNs(ev.Dur), usNs(p.Ts)+usNs(p.Dur), "%s ends inside %s", ev.Name, p.Name)
+			if cur != nil {
+				cur.kids++
+				if ev.Args["error_origin"] == true {
+					cur.origin = append(cur.origin, ev)
+				}
+			}
+		}
+		open = append(open[:min(d, len(open))], ev)
+	}
+	assert.Equal(t, []string{fmt.Sprintf("ftprobe %d", tid)}, track, "one track for the workload's thread, named by comm and tid")
+	require.Len(t, ours, 3, "one root slice per failed open of %s (--errors)", path)
+	linkTraced := strings.Contains(string(b), `"name":"link_path_walk`)
+	for i, r := range ours {
+		a := r.s.Args
+		assert.Equal(t, "-ENOENT", a["ret"], "root %d", i)
+		assert.Equal(t, "ENOENT", a["errno"])
+		assert.Equal(t, true, a["entry_call"])
+		assert.Equal(t, true, a["error_path"])
+		assert.Contains(t, eventModes(mode), a["mode"])
+		assert.Greater(t, r.kids, 0, "root %d: the path walk nested under do_sys_openat2", i)
+		require.Len(t, r.origin, 1, "root %d: one error origin", i)
+		o := r.origin[0]
+		assert.Equal(t, a["error_origin_func"], o.Name)
+		assert.Equal(t, true, o.Args["error_path"])
+		assert.Contains(t, []any{"-ENOENT", "ERR_PTR(-ENOENT)"}, o.Args["ret"], "the origin %s returned the root's error", o.Name)
+		if linkTraced {
+			assert.True(t, strings.HasPrefix(o.Name, "link_path_walk"), "root %d: link_path_walk is traced, origin %s", i, o.Name)
+		}
+		t.Logf("root %d: %s%s = %s, %d slices under it, origin %s", i, r.s.Name, a["args"], a["ret"], r.kids, o.Name)
+	}
+	assert.Contains(t, stderr, "--entry: ")
+	assertNothingAttached(t)
+	t.Logf("%s: %s", mode, time.Since(start).Round(time.Millisecond))
+}
+
+// TestEntryFilterWindow: a --filter scoped to the entry function gates
+// the window: with `do_sys_openat2:filename == PATH` only the workload's
+// 3 failed opens of PATH open one (3 entry calls, 3 trees, each the
+// workload's thread opening PATH), the process's other opens are
+// rejected by the filter (filter_rejected) and their path walk by the
+// window (window_rejected); with a PATH nobody opens no window opens (0
+// entry calls, no tree), the filter rejects exactly 3 calls more and the
+// window exactly the calls the 3 trees held. In
+// kprobe-multi mode (kprobe.session: a rejected entry skips its return)
+// and fentry (a rejected frame is pushed, popped by fexit).
+func TestEntryFilterWindow(t *testing.T) {
+	e := lab(t)
+	bin := ftprobeBinary(t)
+	path := "/nonexistent/ftprobe-window"
+	for _, mode := range []string{attach.ModeKprobeMulti, attach.ModeFentry} {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			start := time.Now()
+			pats := entryPatterns(e, mode)
+			if mode == attach.ModeFentry {
+				// With --filter each of some 55 trampoline programs took
+				// about 10 s to load and attach under TCG (amd64 7.3,
+				// 9m40s): a few exact functions.
+				pats = []string{"path_openat", "link_path_walk*", "may_open"}
+			}
+			// Warm the dentry cache (a negative dentry for path): every
+			// open of both runs then walks the same calls.
+			_, err := os.Open(path)
+			require.ErrorIs(t, err, os.ErrNotExist)
+			rejected, winRejected := map[bool]int64{}, map[bool]int64{}
+			inside := int64(0) // calls under the roots of the matching trees
+			for _, match := range []bool{true, false} {
+				want := path
+				if !match {
+					want = "/nonexistent/ftprobe-nobody"
+				}
+				out := filepath.Join(t.TempDir(), "trees.jsonl")
+				// (--arg: --strings does not combine with --filter.)
+				args := append([]string{"trace", "--mode", mode, "--output", "json", "-o", out, "--arg", "do_sys_openat2:filename", "--exclude", "*elem_raw",
+					"--entry", "do_sys_openat2", "--filter", `do_sys_openat2:filename == "` + want + `"`}, pats...)
+				_, pid, tid := runEntryCLI(t, bin, args, path)
+				b, err := os.ReadFile(out)
+				require.NoError(t, err)
+				var trees []treeRecord
+				var sum map[string]any
+				for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+					if strings.Contains(l, `"type":"summary"`) {
+						sum = decodeLine(t, l)
+						continue
+					}
+					var r treeRecord
+					require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+					trees = append(trees, r)
+				}
+				require.NotNil(t, sum, "summary line")
+				entry, _ := sum["entry"].(map[string]any)
+				require.NotNil(t, entry, "summary entry account")
+				t.Logf("match %v: %d trees, entry %v, filter_rejected %v", match, len(trees), entry, sum["filter_rejected"])
+				rejected[match] = num(sum["filter_rejected"])
+				winRejected[match] = num(entry["window_rejected"])
+				assert.Greater(t, num(entry["window_rejected"]), int64(0), "the path walk outside a window (match %v)", match)
+				if !match {
+					assert.Empty(t, trees, "no window opened")
+					assert.EqualValues(t, 0, num(entry["entry_calls"]))
+					assert.EqualValues(t, 0, num(entry["trees_written"]))
+					continue
+				}
+				require.Len(t, trees, 3, "one tree per open of %s", path)
+				assert.EqualValues(t, 3, num(entry["entry_calls"]), "only the matching calls open a window")
+				assert.EqualValues(t, 3, num(entry["trees_written"]))
+				for i, r := range trees {
+					assert.Equal(t, pid, r.Tgid, "tree %d", i)
+					assert.Equal(t, tid, r.Tid, "tree %d", i)
+					assert.Equal(t, "do_sys_openat2", r.Func)
+					assert.Equal(t, "-ENOENT", r.RetStr)
+					require.Len(t, r.Tree.Values, 1, "tree %d: the filename (--arg)", i)
+					for _, v := range r.Tree.Values {
+						assert.Equal(t, path, v, "tree %d: the filename the filter kept", i)
+					}
+					assert.NotEmpty(t, r.Tree.Children, "tree %d: the path walk inside the window", i)
+					r.Tree.walk(nil, func(n, p *treeNode) {
+						if p != nil {
+							inside++
+						}
+					})
+				}
+			}
+			assert.Equal(t, rejected[true]+3, rejected[false], "the 3 opens of %s rejected when the filter names another path", path)
+			assert.Equal(t, winRejected[true]+inside, winRejected[false], "the %d calls inside the 3 opens rejected by the window when the filter names another path", inside)
+			assertNothingAttached(t)
+			t.Logf("%s: %s", mode, time.Since(start).Round(time.Millisecond))
+		})
+	}
 }
