@@ -231,3 +231,42 @@ func numValues(v any) map[string]any {
 	}
 	return out
 }
+
+// TestFilterOnly: a --filter with no --arg and nothing on ret, so the
+// programs are loaded with the entry filter alone (x_entry set, x_exit
+// and x_vals not), with an integer and a string comparison. In fentry
+// mode on 7.3 that program once failed verification (the string
+// comparison's length clamp was lost; fixed by one word of slack in its
+// buffer) where every combination with --arg passed. Exactly the
+// workload's three one-byte reads of /etc/hostname come out, count 1 in
+// each; the thread's own four-byte read is counted as rejected.
+func TestFilterOnly(t *testing.T) {
+	e := lab(t)
+	ms := exprModes(e)
+	if e.kin.Arch == "arm64" {
+		ms = []string{attach.ModeKprobeMulti, attach.ModeFentry}
+	}
+	for _, mode := range ms {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			o := trace.Options{Patterns: []string{"vfs_read"}, Mode: mode,
+				Predicates: []string{`count == 1 && file->f_path.dentry->d_name.name == "hostname"`}}
+			evs, sum := traceInThreadWith(t, o, func() {
+				_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 3})
+				require.NoError(t, err)
+				fd, err := unix.Open("/etc/hostname", unix.O_RDONLY, 0)
+				require.NoError(t, err)
+				unix.Read(fd, make([]byte, 4)) // four bytes: rejected at entry
+				unix.Close(fd)
+			})
+			entries := filterEvents(evs, "entry", "vfs_read")
+			require.Len(t, entries, 3, "%v", evs)
+			assert.Len(t, filterEvents(evs, "exit", "vfs_read"), 3)
+			for i, ev := range entries {
+				assert.EqualValues(t, 1, argInt32(ev, 2), "entry %d: count", i)
+			}
+			assert.EqualValues(t, 1, sum.Losses.FilterRejects)
+			assert.Zero(t, sum.Losses.ExprFaults)
+		})
+	}
+}
