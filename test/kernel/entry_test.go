@@ -451,7 +451,15 @@ func TestEntryFilterWindow(t *testing.T) {
 	e := lab(t)
 	bin := ftprobeBinary(t)
 	path := "/nonexistent/ftprobe-window"
-	for _, mode := range []string{attach.ModeKprobeMulti, attach.ModeFentry} {
+	ms := []string{attach.ModeKprobeMulti, attach.ModeFentry}
+	if e.kin.Arch == "arm64" {
+		// fentry there took 557 s of the arm64 7.3 full tier (four
+		// trampoline programs with the --filter interpreter, loaded and
+		// attached twice under TCG; b9bfcc7's make test): kprobe-multi
+		// covers the gate on arm64, both modes on amd64.
+		ms = ms[:1]
+	}
+	for _, mode := range ms {
 		t.Run(mode, func(t *testing.T) {
 			needMode(t, e, mode)
 			start := time.Now()
