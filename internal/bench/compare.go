@@ -96,22 +96,22 @@ type Header struct {
 
 // HitRow is one mode's hit cost.
 type HitRow struct {
-	Trigger     string  `json:"trigger"`                   // kernel (BPF_PROG_TEST_RUN driver) or syscall (getppid(2) loop)
-	Body        string  `json:"body"`                      // empty, trace, exit-only, agg, filtered, predicate or window
-	Mode        string  `json:"mode"`                      // baseline, fentry, fexit, fentry+fexit, kprobe.multi, ..., raw_tp
-	Target      string  `json:"target"`                    // the probed kernel function (or tracepoint)
-	Supported   bool    `json:"supported"`                 // false: the kernel refused the mode; reason says why
-	Reason      string  `json:"reason,omitempty"`          // why the mode is unsupported
-	Calls       int     `json:"calls_per_run"`             // triggered calls of the target per run
-	NsPerHit    Stat    `json:"ns_per_hit"`                // wall ns per triggered call, probe attached
-	OverheadNs  Stat    `json:"ns_over_baseline"`          // ns per call over the baseline measured right before each run
-	MHitsPerSec float64 `json:"mhits_per_s"`               // millions of calls per second at the median
-	RatioFentry float64 `json:"ratio_to_fentry,omitempty"` // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
-	RatioEmpty  float64 `json:"ratio_to_empty,omitempty"`  // non-empty bodies: ns over baseline over the empty program's of the same mode and trigger in this run
-	Variant     string  `json:"variant,omitempty"`         // how the trace mode was realised when it matters (kprobe.session, fsession.multi)
-	Hits        uint64  `json:"hits_last_run"`             // program runs counted in the last run (window body: calls rejected by the window)
-	Expected    uint64  `json:"hits_expected"`             // program runs the last run should count (window body: one rejection per call)
-	Misses      int64   `json:"misses"`                    // expected - counted, summed over runs (fprobe and recursion misses included)
+	Trigger     string  `json:"trigger"`                    // kernel (BPF_PROG_TEST_RUN driver) or syscall (getppid(2) loop)
+	Body        string  `json:"body"`                       // empty, trace, exit-only, agg, filtered, predicate or window
+	Mode        string  `json:"mode"`                       // baseline, fentry, fexit, fentry+fexit, kprobe.multi, ..., raw_tp
+	Target      string  `json:"target"`                     // the probed kernel function (or tracepoint)
+	Supported   bool    `json:"supported"`                  // false: the kernel refused the mode; reason says why
+	Reason      string  `json:"reason,omitempty"`           // why the mode is unsupported
+	Calls       int     `json:"calls_per_run"`              // triggered calls of the target per run
+	NsPerHit    Stat    `json:"ns_per_hit"`                 // wall ns per triggered call, probe attached
+	OverheadNs  Stat    `json:"ns_over_baseline"`           // ns per call over the baseline measured right before each run
+	MHitsPerSec float64 `json:"mhits_per_s"`                // millions of calls per second at the median
+	RatioFentry float64 `json:"ratio_to_fentry,omitempty"`  // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
+	RatioEmpty  float64 `json:"ratio_to_empty,omitempty"`   // non-empty bodies: ns over baseline over the empty program's of the same mode and trigger in this run
+	Variant     string  `json:"variant,omitempty"`          // how the trace mode was realised when it matters (kprobe.session, fsession.multi)
+	Hits        uint64  `json:"hits_last_run"`              // program runs counted in the last run (window body: calls rejected by the window)
+	Expected    uint64  `json:"hits_expected"`              // program runs the last run should count (window body: one rejection per call)
+	Misses      int64   `json:"misses"`                     // expected - counted, summed over runs (fprobe and recursion misses included)
 	Drops       uint64  `json:"ringbuf_drops,omitempty"`    // trace bodies: records the ringbuf had no room for, summed over runs
 	Delivered   uint64  `json:"events_delivered,omitempty"` // trace bodies: event records read in the last run
 	Reader      string  `json:"reader,omitempty"`           // trace bodies: "during" (drained while timed) or "after" (drained after each timed run)
