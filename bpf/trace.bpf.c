@@ -164,15 +164,15 @@ struct rec_full {
 	__u64 kstack[FTP_STACK_DEPTH]; /* return addresses, innermost first */
 };
 
-/* --arg / --filter (internal/expr): a bounded fetch-and-compare program
- * per function, in the xprogs array by function id, interpreted here.
- * A fetch starts from an argument register (0-5) or the return value (6),
- * reads nload times (8 bytes at value + off[i], the last read `size`
- * bytes), adds tail and applies mask. Every read is a probe read, kernel
- * or user chosen by the address's sign; a fault ends the fetch. */
+/* --arg / --filter (internal/expr). The --filter predicates are BPF
+ * instructions generated per trace (xpred). The --arg values are a
+ * bounded fetch program per function, in the xprogs array by function id,
+ * interpreted here (xvals). A fetch starts from an argument register
+ * (0-5) or the return value (6), reads nload times (8 bytes at value +
+ * off[i], the last read `size` bytes), adds tail and applies mask. Every
+ * read is a probe read, kernel or user chosen by the address's sign; a
+ * fault ends the fetch. */
 #define FTP_X_LOADS 4  /* memory reads per fetch */
-#define FTP_X_TERMS 8  /* comparisons per function */
-#define FTP_X_OPS 16   /* boolean program length, entry and exit each */
 #define FTP_X_VALS 4   /* --arg values per function */
 #define FTP_X_STR 64   /* string bytes, NUL included */
 #define FTP_X_RET 6    /* xfetch.src of the return value */
@@ -182,19 +182,6 @@ struct rec_full {
  * buffer is twice that so that the verifier can prove a read of up to 512
  * bytes at any offset below 512 in bounds. Only the bytes used are sent. */
 #define FTP_X_BYTES 512
-
-enum ftp_xop {
-	FTP_X_NZ = 1, FTP_X_EQ = 2, FTP_X_NE = 3, FTP_X_LT = 4, FTP_X_LE = 5, FTP_X_GT = 6, FTP_X_GE = 7,
-	FTP_X_SEQ = 8,  /* string equals s (slen bytes) */
-	FTP_X_SPFX = 9, /* string starts with s (slen bytes) */
-	FTP_X_SIGNED = 0x80, /* or'ed into LT..GE */
-};
-
-/* Boolean program ops: push term (low bits), and/or the two top
- * results, negate the top one; 0 ends the program. */
-enum ftp_xbool {
-	FTP_XB_PUSH = 0x10, FTP_XB_AND = 0x20, FTP_XB_OR = 0x30, FTP_XB_NOT = 0x40,
-};
 
 enum ftp_xflags {
 	FTP_XF_SIGNED = 1, /* sign-extend the value from size bytes */
@@ -213,25 +200,13 @@ struct xfetch {
 	__u64 mask;
 };
 
-struct xterm {
-	struct xfetch f;
-	__u8 op;   /* enum ftp_xop */
-	__u8 slen; /* bytes of s (strings) */
-	__u8 _pad[6];
-	__u64 k;   /* integer operand */
-	char s[FTP_X_STR];
-};
-
 struct xprog {
-	__u8 nterms;
 	__u8 nvals;
-	__u8 exit_args; /* exit_ops read arguments: undecidable without an entry */
-	__u8 entry_terms; /* bit t: entry_ops use term t */
-	__u8 exit_terms;  /* bit t: exit_ops use term t */
-	__u8 _pad[3];
-	__u8 entry_ops[FTP_X_OPS]; /* decided at entry */
-	__u8 exit_ops[FTP_X_OPS];  /* decided at exit (ret) */
-	struct xterm t[FTP_X_TERMS];
+	__u8 exit_args;  /* the exit predicate reads arguments: undecidable without an entry */
+	__u8 entry_regs; /* the entry predicate reads argument registers only: an fexit decides it again */
+	__u8 _pad;
+	__u16 pentry;    /* xpred's program deciding at entry (0: none) */
+	__u16 pexit;     /* xpred's program deciding at exit, on ret (0: none) */
 	struct xfetch v[FTP_X_VALS];
 	__u16 boff[FTP_X_VALS]; /* FTP_XF_BYTES: offset in rec_x.b, < FTP_X_BYTES */
 	__u16 blen[FTP_X_VALS]; /* FTP_XF_BYTES: bytes to read, 1..FTP_X_BYTES */
@@ -354,8 +329,6 @@ const struct agg *unused_agg __attribute__((unused));
 const struct errkey *unused_errkey __attribute__((unused));
 const struct xprog *unused_xprog __attribute__((unused));
 const struct rec_x *unused_rec_x __attribute__((unused));
-const enum ftp_xop *unused_xop __attribute__((unused));
-const enum ftp_xbool *unused_xbool __attribute__((unused));
 const enum ftp_xflags *unused_xflags __attribute__((unused));
 const enum ftp_xval_flags *unused_xval_flags __attribute__((unused));
 const enum ftp_stat *unused_stat __attribute__((unused));
@@ -606,64 +579,6 @@ static __always_inline int xfetch(const struct xfetch *f, const struct xctx *c, 
 	return 0;
 }
 
-/* xterm decides one comparison: 1 true, 0 false, -errno on a fault.
- * Strings compare 8 bytes at a time, the last word masked to slen. */
-static __always_inline int xterm(const struct xterm *t, const struct xctx *c)
-{
-	__u64 v = 0;
-	int err = xfetch(&t->f, c, &v);
-	if (err)
-		return err;
-	__u8 op = t->op;
-	if (op == FTP_X_SEQ || op == FTP_X_SPFX) {
-		/* One word more than FTP_X_STR: n is clamped to FTP_X_STR
-		 * below, but some verifiers (7.3, fentry with only an entry
-		 * filter) lose that clamp and see slen + 2 <= 65 bytes. */
-		__u64 buf[FTP_X_STR / 8 + 1] = {};
-		__u32 slen = t->slen & (FTP_X_STR - 1);
-		/* Equality reads one byte more than the string and its NUL: a
-		 * longer string then gives more bytes than slen + 1. */
-		__u32 n = slen + (op == FTP_X_SEQ ? 2 : 1);
-		if (n > FTP_X_STR)
-			n = FTP_X_STR;
-		if (!v)
-			return -14; /* NULL: EFAULT */
-		long r = xread_str((char *)buf, n, v);
-		if (r < 0)
-			return r;
-		if ((__u64)r != slen + 1)
-			return 0;
-		const __u64 *want = (const __u64 *)t->s;
-#pragma clang loop unroll(full)
-		for (int i = 0; i < FTP_X_STR / 8; i++) {
-			__u32 at = i * 8;
-			if (at >= slen)
-				break;
-			__u32 rem = slen - at;
-			__u64 mask = rem >= 8 ? ~0ULL : (1ULL << (rem * 8)) - 1;
-			if ((buf[i] ^ want[i]) & mask)
-				return 0;
-		}
-		return 1;
-	}
-	__u64 k = t->k;
-	__s64 sv = (__s64)v, sk = (__s64)k;
-	switch (op) {
-	case FTP_X_NZ: return v != 0;
-	case FTP_X_EQ: return v == k;
-	case FTP_X_NE: return v != k;
-	case FTP_X_LT: return v < k;
-	case FTP_X_LE: return v <= k;
-	case FTP_X_GT: return v > k;
-	case FTP_X_GE: return v >= k;
-	case FTP_X_LT | FTP_X_SIGNED: return sv < sk;
-	case FTP_X_LE | FTP_X_SIGNED: return sv <= sk;
-	case FTP_X_GT | FTP_X_SIGNED: return sv > sk;
-	case FTP_X_GE | FTP_X_SIGNED: return sv >= sk;
-	}
-	return 0;
-}
-
 /* xvals reads a function's --arg values into out, counting the faulted
  * reads (counted where they happen: a running total would make each
  * combination of faults a distinct verifier state). */
@@ -721,68 +636,35 @@ static __always_inline void xvals(const struct xprog *p, const struct xctx *c, s
 	}
 }
 
-/* opaque returns v through a helper, so the verifier knows nothing of it.
- * Each comparison's result is a constant 0 or 1 to the verifier: once the
- * program branches on their combination, backtracking would mark them
- * all precise and every combination would be a distinct state (2^terms
- * paths, "program too large"); through opaque only the final value is
- * branched on and the loop's states prune. */
-static __always_inline __u64 opaque(__u64 v)
+/* xpred is the --filter predicates of every function, generated as BPF
+ * instructions by internal/expr (codegen.go) and put in place of this
+ * stub's body before the program is loaded: a compiled comparison costs a
+ * few instructions where the interpreter it replaced (before session 9)
+ * cost ~530 (compare --body predicate). sel picks the function's entry or
+ * exit program (xprog.pentry/pexit, 1-based); args are the call's
+ * arguments (its entry's at exit), ret its return value (exit). Returns 1
+ * (pass) or 0 (reject) in bit 0 and the number of faulted comparisons
+ * above it (a faulted comparison is false). A static subprogram: the
+ * verifier checks it in each caller's context (args on the caller's
+ * stack). The stub keeps its three arguments live and its result opaque,
+ * so clang neither drops nor folds them. */
+static __attribute__((noinline)) __u64 xpred(__u64 *args, __u64 ret, __u64 sel)
 {
-	__u64 out = 0;
-	bpf_probe_read_kernel(&out, sizeof(out), &v);
-	return out;
+	__u64 r = 1;
+	asm volatile("" : "+r"(r) : "r"(args), "r"(ret), "r"(sel));
+	return r;
 }
 
-/* xrun runs a function's entry or exit boolean program over its terms: 1
- * when the call passes (an empty program passes). A faulted comparison
- * is false (and counted). */
-static __always_inline int xrun(const struct xprog *p, const struct xctx *c, int at_exit)
+/* xpass runs function's predicate sel (0: none, the call passes),
+ * counting faulted comparisons. */
+static __always_inline int xpass(__u64 *args, __u64 ret, __u32 sel)
 {
-	const __u8 *ops = at_exit ? p->exit_ops : p->entry_ops;
-	if (!ops[0])
+	if (!sel)
 		return 1;
-	/* Each comparison the program uses, once, into a bit mask; then the
-	 * boolean program over the mask (scalar work only). */
-	__u32 use = at_exit ? p->exit_terms : p->entry_terms;
-	__u64 res = 0;
-	for (int t = 0; t < FTP_X_TERMS; t++) {
-		if (!((use >> t) & 1))
-			continue;
-		int r = xterm(&p->t[t], c);
-		if (r < 0) {
-			count(FTP_STAT_X_FAULT);
-			r = 0;
-		}
-		res |= (__u64)(r & 1) << t;
-	}
-	res = opaque(res);
-	__u64 st = 0;
-	for (int i = 0; i < FTP_X_OPS; i++) {
-		__u8 op = ops[i];
-		if (!op)
-			break;
-		__u64 a;
-		switch (op & 0xf0) {
-		case FTP_XB_PUSH:
-			st = (st << 1) | ((res >> (op & (FTP_X_TERMS - 1))) & 1);
-			break;
-		case FTP_XB_AND:
-			a = st & 1;
-			st >>= 1;
-			st = (st & ~1ULL) | (a & st & 1);
-			break;
-		case FTP_XB_OR:
-			a = st & 1;
-			st >>= 1;
-			st = (st & ~1ULL) | ((a | st) & 1);
-			break;
-		case FTP_XB_NOT:
-			st ^= 1;
-			break;
-		}
-	}
-	return st & 1;
+	__u64 r = xpred(args, ret, sel);
+	if (r >> 1)
+		count_n(FTP_STAT_X_FAULT, r >> 1);
+	return r & 1;
 }
 
 static __always_inline struct xprog *xprog_of(__u32 func_id)
@@ -1144,17 +1026,12 @@ static __always_inline int on_entry(void *ctx, __u64 pid_tgid, __u64 cookie, __u
 	struct tstack *st;
 	__u32 d;
 	struct xprog *xp = xprog_of(func_id);
-	/* Filled only with expressions: no stores on the plain data path. */
-	struct xctx xc;
-	if (FTP_X_ANY && xp) {
-		for (int i = 0; i < FTP_MAX_ARGS; i++)
-			xc.args[i] = args[i];
-		xc.ret = 0;
-	}
-	if (x_entry && xp && !xrun(xp, &xc, 0)) {
+	if (x_entry && xp && !xpass(args, 0, xp->pentry)) {
 		count(FTP_STAT_X_REJECT);
 		if (is_session_mode(mode))
 			return 1; /* its exit does not run */
+		if (xp->entry_regs && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI))
+			return 1; /* its fexit decides again, on the same registers (on_exit) */
 		/* Mark the call so its exit is dropped: a rejected frame,
 		 * counted neither as an entry nor as an exit. Past the stack's
 		 * depth the exit has no entry and is dropped as undecidable. */
@@ -1234,6 +1111,11 @@ emit:
 	}
 	send_comm(st, pid_tgid, now);
 	if (x_vals && xp && xp->nvals) {
+		/* Filled only with values: no stores on the plain data path. */
+		struct xctx xc;
+		for (int i = 0; i < FTP_MAX_ARGS; i++)
+			xc.args[i] = args[i];
+		xc.ret = 0;
 		emit_x(xp, &xc, pid_tgid, now, func_id, FTP_ENTRY, mode, d, FTP_F_HAS_ARGS, nargs, 0, 0);
 		return 0;
 	}
@@ -1311,6 +1193,22 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	 * rejected call's exit has returned above without fetching them. */
 	if (!window)
 		cookie = bpf_get_attach_cookie(ctx);
+	if (x_entry && !regs && !session && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI)) {
+		/* An entry predicate on argument registers only: the fexit
+		 * has the same registers and decides again, so a rejected
+		 * entry pushed no frame (on_entry); counted there. */
+		struct xprog *xp = xprog_of((__u32)cookie);
+		if (xp && xp->entry_regs && xp->pentry) {
+			__u64 args[FTP_MAX_ARGS] = {};
+			__u64 n = bpf_get_func_arg_cnt(ctx);
+			for (int i = 0; i < FTP_MAX_ARGS; i++) {
+				if ((__u64)i < n)
+					bpf_get_func_arg(ctx, i, &args[i]);
+			}
+			if (!xpass(args, 0, xp->pentry))
+				return;
+		}
+	}
 	__u64 raw_ret = 0;
 	if (regs)
 		raw_ret = FTP_RET((struct pt_regs *)ctx);
@@ -1397,17 +1295,11 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	if (errors_only && !is_err)
 		emit = 0;
 	struct xprog *xp = xprog_of(func_id);
-	struct xctx xc;
-	if (FTP_X_ANY && xp) {
-		for (int i = 0; i < FTP_MAX_ARGS; i++)
-			xc.args[i] = fargs[i];
-		xc.ret = ret;
-	}
 	/* An exit without its entry cannot be decided by an entry filter. */
-	if (x_entry && xp && !timed && xp->entry_ops[0])
+	if (x_entry && xp && !timed && xp->pentry)
 		emit = 0;
-	if (x_exit && emit && xp && xp->exit_ops[0]) {
-		if ((!timed && xp->exit_args) || !xrun(xp, &xc, 1)) {
+	if (x_exit && emit && xp && xp->pexit) {
+		if ((!timed && xp->exit_args) || !xpass(fargs, ret, xp->pexit)) {
 			emit = 0;
 			count(FTP_STAT_X_REJECT);
 		}
@@ -1438,6 +1330,10 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	if (x_vals && FTP_DEFERRED && xp && xp->nvals && timed && !(want_strings || want_stack)) {
 		/* A deferred exit stands for its entry: its values are read
 		 * now, from the entry's arguments. */
+		struct xctx xc;
+		for (int i = 0; i < FTP_MAX_ARGS; i++)
+			xc.args[i] = fargs[i];
+		xc.ret = ret;
 		emit_x(xp, &xc, pid_tgid, now, func_id, FTP_EXIT, mode, depth, flags, fnargs, dur, ret);
 		return;
 	}
@@ -1531,14 +1427,14 @@ static __always_inline void session_agg(void *ctx, __u64 *ts, int ret_run)
 			return;
 		if (x_entry) {
 			struct xprog *xp = xprog_of((__u32)bpf_get_attach_cookie(ctx));
-			if (xp) {
-				struct xctx xc = {};
+			if (xp && xp->pentry) {
+				__u64 args[FTP_MAX_ARGS] = {};
 				__u64 n = bpf_get_func_arg_cnt(ctx);
 				for (int i = 0; i < FTP_MAX_ARGS; i++) {
 					if ((__u64)i < n)
-						bpf_get_func_arg(ctx, i, &xc.args[i]);
+						bpf_get_func_arg(ctx, i, &args[i]);
 				}
-				if (!xrun(xp, &xc, 0)) {
+				if (!xpass(args, 0, xp->pentry)) {
 					count(FTP_STAT_X_REJECT);
 					return;
 				}

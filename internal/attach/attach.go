@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
@@ -255,6 +256,13 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if err := setFilters(spec, opts, hashFrames); err != nil {
 		return nil, err
 	}
+	preds, err := expr.CompilePredicates(opts.Exprs)
+	if err != nil {
+		return nil, fmt.Errorf("attach: compile --filter: %w", err)
+	}
+	if err := patchPredicates(spec, preds); err != nil {
+		return nil, err
+	}
 	t := &Tracer{Mode: opts.Mode, Frames: "task storage"}
 	if hashFrames {
 		t.Frames = "hash"
@@ -294,6 +302,9 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 			continue
 		}
 		x := p.Encode()
+		if preds != nil {
+			x.Pentry, x.Pexit = preds.Entry[id], preds.Exit[id]
+		}
 		if err := t.maps.Xprogs.Update(id, &x, ebpf.UpdateAny); err != nil {
 			return nil, fmt.Errorf("attach: store the --arg/--filter program of function %d: %w", id, err)
 		}
@@ -1307,4 +1318,47 @@ func (t *Tracer) Aggregates() ([]FuncAgg, error) {
 		return nil, fmt.Errorf("read errs: %w", err)
 	}
 	return out, nil
+}
+
+// patchPredicates puts the compiled --filter predicates (pr) in place of
+// the body of bpf/trace.bpf.c's xpred stub in every program of spec that
+// calls it. The first instruction keeps the stub's metadata: its symbol
+// (the BPF-to-BPF call's target), BTF function and line info. pr nil: the
+// stub stays (the programs then never call it: no function has a
+// predicate number).
+func patchPredicates(spec *ebpf.CollectionSpec, pr *expr.Predicates) error {
+	if pr == nil {
+		return nil
+	}
+	for name, ps := range spec.Programs {
+		start := -1
+		for i, ins := range ps.Instructions {
+			if ins.Symbol() == expr.PredicateFunc {
+				start = i
+				break
+			}
+		}
+		if start < 0 {
+			continue
+		}
+		end := len(ps.Instructions)
+		for i := start + 1; i < end; i++ {
+			if ps.Instructions[i].Symbol() != "" {
+				end = i
+				break
+			}
+		}
+		body := make(asm.Instructions, len(pr.Insns))
+		copy(body, pr.Insns)
+		body[0] = body[0].WithMetadata(ps.Instructions[start].Metadata)
+		insns := make(asm.Instructions, 0, len(ps.Instructions)-(end-start)+len(body))
+		insns = append(insns, ps.Instructions[:start]...)
+		insns = append(insns, body...)
+		insns = append(insns, ps.Instructions[end:]...)
+		ps.Instructions = insns
+		if len(insns) > 1_000_000 {
+			return fmt.Errorf("attach: program %s with the --filter predicates: %d instructions", name, len(insns))
+		}
+	}
+	return nil
 }

@@ -274,8 +274,11 @@ func trampolineCode(ps *ebpf.ProgramSpec, maps map[string]asm.FDer, ids *FuncIDs
 			*ins = ins.WithReference("")
 			ins.Constant = int64(id)
 			ins.Offset = 0 // vmlinux BTF
-		case ins.IsFunctionCall() || ins.IsFunctionReference():
-			return nil, fmt.Errorf("program %s: BPF-to-BPF calls are not supported by the trampoline loader", ps.Name)
+		case ins.IsFunctionReference() && !ins.IsFunctionCall():
+			// (BPF-to-BPF calls, to xpred, the compiled --filter,
+			// are resolved by Marshal; without func_info the kernel
+			// verifies the subprogram as a static one.)
+			return nil, fmt.Errorf("program %s: function pointers are not supported by the trampoline loader", ps.Name)
 		}
 	}
 	var buf bytes.Buffer

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/expr"
 )
 
 // The attribute layouts must match union bpf_attr as the 7.3 kernels'
@@ -111,4 +112,45 @@ func TestTrampolineCode(t *testing.T) {
 	assert.ErrorContains(t, err, "no map")
 	_, err = trampolineCode(spec.Programs["ftp_fork"], fds, ids)
 	assert.ErrorContains(t, err, "CO-RE")
+}
+
+// TestTrampolineCodePredicates: with a compiled --filter, every program
+// calling xpred carries the generated body in place of the stub, and the
+// trampoline loader resolves each BPF-to-BPF call to that body's first
+// instruction.
+func TestTrampolineCodePredicates(t *testing.T) {
+	spec, err := bpfobj.LoadTrace()
+	require.NoError(t, err)
+	plan := &expr.Plan{Terms: []expr.Term{{Fetch: expr.Fetch{Src: 2, Size: 8}, Op: expr.OpEQ, K: 0x5eedf11e5eedf11e}},
+		EntryOps: []byte{expr.BoolPush}}
+	pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan})
+	require.NoError(t, err)
+	require.NoError(t, patchPredicates(spec, pr))
+	var body bytes.Buffer
+	require.NoError(t, pr.Insns.Marshal(&body, binary.LittleEndian))
+
+	ids, _ := fakeKernel(t, 5)
+	fds := map[string]asm.FDer{}
+	for i, name := range []string{".rodata", ".bss", "events", "tframes", "stacks", "zero_stack", "aggs", "errs", "tgids", "xprogs", "xscratch"} {
+		fds[name] = fakeFD(100 + i)
+	}
+	for _, name := range []string{"ftp_fentry", "ftp_fexit", "ftp_fsession", "ftp_fentry_multi"} {
+		code, err := trampolineCode(spec.Programs[name], fds, ids)
+		require.NoError(t, err, name)
+		at := bytes.Index(code, body.Bytes())
+		require.Greater(t, at, 0, "%s: the generated body is in the program", name)
+		calls := 0
+		for off := 0; off < len(code); off += asm.InstructionSize {
+			op, src := code[off], code[off+1]>>4
+			imm := int32(binary.LittleEndian.Uint32(code[off+4:]))
+			switch {
+			case op == 0x85 && src == 1: // call, BPF_PSEUDO_CALL
+				calls++
+				assert.Equal(t, at/asm.InstructionSize, off/asm.InstructionSize+1+int(imm), "%s: call at %d", name, off/8)
+			case op == 0x18:
+				off += asm.InstructionSize
+			}
+		}
+		assert.Positive(t, calls, name)
+	}
 }

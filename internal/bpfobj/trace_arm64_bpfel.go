@@ -119,15 +119,6 @@ const (
 	TraceFtpStatFTP_STAT_MAX            TraceFtpStat = 15
 )
 
-type TraceFtpXbool uint32
-
-const (
-	TraceFtpXboolFTP_XB_PUSH TraceFtpXbool = 16
-	TraceFtpXboolFTP_XB_AND  TraceFtpXbool = 32
-	TraceFtpXboolFTP_XB_OR   TraceFtpXbool = 48
-	TraceFtpXboolFTP_XB_NOT  TraceFtpXbool = 64
-)
-
 type TraceFtpXflags uint32
 
 const (
@@ -135,21 +126,6 @@ const (
 	TraceFtpXflagsFTP_XF_STR    TraceFtpXflags = 2
 	TraceFtpXflagsFTP_XF_MASK   TraceFtpXflags = 4
 	TraceFtpXflagsFTP_XF_BYTES  TraceFtpXflags = 8
-)
-
-type TraceFtpXop uint32
-
-const (
-	TraceFtpXopFTP_X_NZ     TraceFtpXop = 1
-	TraceFtpXopFTP_X_EQ     TraceFtpXop = 2
-	TraceFtpXopFTP_X_NE     TraceFtpXop = 3
-	TraceFtpXopFTP_X_LT     TraceFtpXop = 4
-	TraceFtpXopFTP_X_LE     TraceFtpXop = 5
-	TraceFtpXopFTP_X_GT     TraceFtpXop = 6
-	TraceFtpXopFTP_X_GE     TraceFtpXop = 7
-	TraceFtpXopFTP_X_SEQ    TraceFtpXop = 8
-	TraceFtpXopFTP_X_SPFX   TraceFtpXop = 9
-	TraceFtpXopFTP_X_SIGNED TraceFtpXop = 128
 )
 
 type TraceFtpXvalFlags uint32
@@ -220,34 +196,14 @@ type TraceTstack struct {
 }
 
 type TraceXprog struct {
-	_          structs.HostLayout
-	Nterms     uint8
-	Nvals      uint8
-	ExitArgs   uint8
-	EntryTerms uint8
-	ExitTerms  uint8
-	Pad        [3]uint8
-	EntryOps   [16]uint8
-	ExitOps    [16]uint8
-	T          [8]struct {
-		_ structs.HostLayout
-		F struct {
-			_     structs.HostLayout
-			Src   uint8
-			Nload uint8
-			Size  uint8
-			Flags uint8
-			Tail  int32
-			Off   [4]int32
-			Mask  uint64
-		}
-		Op   uint8
-		Slen uint8
-		Pad  [6]uint8
-		K    uint64
-		S    [64]int8
-	}
-	V [4]struct {
+	_         structs.HostLayout
+	Nvals     uint8
+	ExitArgs  uint8
+	EntryRegs uint8
+	Pad       uint8
+	Pentry    uint16
+	Pexit     uint16
+	V         [4]struct {
 		_     structs.HostLayout
 		Src   uint8
 		Nload uint8
@@ -324,9 +280,7 @@ const (
 	TraceVarUnusedRecFull     = "unused_rec_full"
 	TraceVarUnusedRecX        = "unused_rec_x"
 	TraceVarUnusedStat        = "unused_stat"
-	TraceVarUnusedXbool       = "unused_xbool"
 	TraceVarUnusedXflags      = "unused_xflags"
-	TraceVarUnusedXop         = "unused_xop"
 	TraceVarUnusedXprog       = "unused_xprog"
 	TraceVarUnusedXvalFlags   = "unused_xval_flags"
 	TraceVarWakeupBytes       = "wakeup_bytes"
@@ -444,9 +398,7 @@ type TraceVariableSpecs struct {
 	UnusedRecFull   *ebpf.VariableSpec `ebpf:"unused_rec_full"`
 	UnusedRecX      *ebpf.VariableSpec `ebpf:"unused_rec_x"`
 	UnusedStat      *ebpf.VariableSpec `ebpf:"unused_stat"`
-	UnusedXbool     *ebpf.VariableSpec `ebpf:"unused_xbool"`
 	UnusedXflags    *ebpf.VariableSpec `ebpf:"unused_xflags"`
-	UnusedXop       *ebpf.VariableSpec `ebpf:"unused_xop"`
 	UnusedXprog     *ebpf.VariableSpec `ebpf:"unused_xprog"`
 	UnusedXvalFlags *ebpf.VariableSpec `ebpf:"unused_xval_flags"`
 	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -534,9 +486,7 @@ type TraceVariables struct {
 	UnusedRecFull   *ebpf.Variable `ebpf:"unused_rec_full"`
 	UnusedRecX      *ebpf.Variable `ebpf:"unused_rec_x"`
 	UnusedStat      *ebpf.Variable `ebpf:"unused_stat"`
-	UnusedXbool     *ebpf.Variable `ebpf:"unused_xbool"`
 	UnusedXflags    *ebpf.Variable `ebpf:"unused_xflags"`
-	UnusedXop       *ebpf.Variable `ebpf:"unused_xop"`
 	UnusedXprog     *ebpf.Variable `ebpf:"unused_xprog"`
 	UnusedXvalFlags *ebpf.Variable `ebpf:"unused_xval_flags"`
 	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`

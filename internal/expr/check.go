@@ -14,14 +14,16 @@ import (
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
-// Limits of a compiled program: the sizes of bpf/trace.bpf.c's struct
-// xprog (FTP_X_*).
+// Limits of a compiled program. MaxLoads, MaxValues and MaxArgs are the
+// sizes of bpf/trace.bpf.c's struct xprog and records (FTP_X_*); MaxTerms
+// and MaxOps are the predicate compiler's (codegen.go: the truth table of
+// a function's comparisons fits in four 64-bit constants).
 const (
 	MaxLoads  = len(bpfobj.TraceXprog{}.V[0].Off) // memory reads (dereferences) per value
-	MaxTerms  = len(bpfobj.TraceXprog{}.T)        // comparisons per function
-	MaxOps    = len(bpfobj.TraceXprog{}.EntryOps) // boolean program length (entry and exit each)
+	MaxTerms  = 8                                 // comparisons per function
+	MaxOps    = 16                                // boolean program length (entry and exit each)
 	MaxValues = len(bpfobj.TraceXprog{}.V)        // --arg values per function
-	MaxStr    = len(bpfobj.TraceXprog{}.T[0].S)   // bytes of a string value or operand, NUL included
+	MaxStr    = len(bpfobj.TraceXvals{}.S[0])     // bytes of a string value or operand, NUL included
 	MaxArgs   = len(bpfobj.TraceRecX{}.Args)      // argument registers recorded
 	SrcRet    = uint8(MaxArgs)                    // Fetch.Src of the return value (FTP_X_RET)
 )
@@ -37,28 +39,29 @@ var ErrType = errors.New("type error")
 // lacks: the expression then does not apply to that function.
 var errNoName = errors.New("no such parameter")
 
-// Term operators (enum ftp_xop).
+// Term operators, compiled to BPF jumps by codegen.go.
 const (
-	OpNZ   = uint8(bpfobj.TraceFtpXopFTP_X_NZ) // value != 0
-	OpEQ   = uint8(bpfobj.TraceFtpXopFTP_X_EQ)
-	OpNE   = uint8(bpfobj.TraceFtpXopFTP_X_NE)
-	OpLT   = uint8(bpfobj.TraceFtpXopFTP_X_LT)
-	OpLE   = uint8(bpfobj.TraceFtpXopFTP_X_LE)
-	OpGT   = uint8(bpfobj.TraceFtpXopFTP_X_GT)
-	OpGE   = uint8(bpfobj.TraceFtpXopFTP_X_GE)
-	OpSEQ  = uint8(bpfobj.TraceFtpXopFTP_X_SEQ)  // string equals S
-	OpSPFX = uint8(bpfobj.TraceFtpXopFTP_X_SPFX) // string starts with S
+	OpNZ   = uint8(1) // value != 0
+	OpEQ   = uint8(2)
+	OpNE   = uint8(3)
+	OpLT   = uint8(4)
+	OpLE   = uint8(5)
+	OpGT   = uint8(6)
+	OpGE   = uint8(7)
+	OpSEQ  = uint8(8) // string equals S
+	OpSPFX = uint8(9) // string starts with S
 	// OpSigned is or'ed into OpLT..OpGE for a signed comparison.
-	OpSigned = uint8(bpfobj.TraceFtpXopFTP_X_SIGNED)
+	OpSigned = uint8(0x80)
 )
 
-// Boolean program ops (enum ftp_xbool): push a term's result, combine the
-// two top results, negate the top one. A zero op ends the program.
+// Boolean program ops, in postfix order: push a term's result, combine
+// the two top results, negate the top one. codegen.go folds a program
+// into the truth table of its terms.
 const (
-	BoolPush = byte(bpfobj.TraceFtpXboolFTP_XB_PUSH) // | term index
-	BoolAnd  = byte(bpfobj.TraceFtpXboolFTP_XB_AND)
-	BoolOr   = byte(bpfobj.TraceFtpXboolFTP_XB_OR)
-	BoolNot  = byte(bpfobj.TraceFtpXboolFTP_XB_NOT)
+	BoolPush = byte(0x10) // | term index
+	BoolAnd  = byte(0x20)
+	BoolOr   = byte(0x30)
+	BoolNot  = byte(0x40)
 )
 
 // Fetch reads one value at a call: Src (argument register 0-5, or SrcRet),

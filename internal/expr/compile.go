@@ -447,32 +447,16 @@ func encodeFetch(f Fetch) (src, nload, size, flags uint8, tail int32, off [MaxLo
 	return
 }
 
-// Encode is p as bpf/trace.bpf.c's struct xprog (the xprogs map value).
+// Encode is p as bpf/trace.bpf.c's struct xprog (the xprogs map value),
+// without its predicates' program numbers (Predicates.Sel sets them).
 func (p *Plan) Encode() bpfobj.TraceXprog {
 	var x bpfobj.TraceXprog
-	x.Nterms, x.Nvals = uint8(len(p.Terms)), uint8(len(p.Values))
+	x.Nvals = uint8(len(p.Values))
 	if p.ExitArgs {
 		x.ExitArgs = 1
 	}
-	copy(x.EntryOps[:], p.EntryOps)
-	copy(x.ExitOps[:], p.ExitOps)
-	for _, op := range p.EntryOps {
-		if op&0xf0 == BoolPush {
-			x.EntryTerms |= 1 << (op & 0x0f)
-		}
-	}
-	for _, op := range p.ExitOps {
-		if op&0xf0 == BoolPush {
-			x.ExitTerms |= 1 << (op & 0x0f)
-		}
-	}
-	for i, t := range p.Terms {
-		d := &x.T[i]
-		d.F.Src, d.F.Nload, d.F.Size, d.F.Flags, d.F.Tail, d.F.Off, d.F.Mask = encodeFetch(t.Fetch)
-		d.Op, d.K, d.Slen = t.Op, t.K, uint8(len(t.S))
-		for j := 0; j < len(t.S); j++ {
-			d.S[j] = int8(t.S[j])
-		}
+	if p.EntryRegsOnly() {
+		x.EntryRegs = 1
 	}
 	for i, v := range p.Values {
 		d := &x.V[i]
@@ -481,4 +465,24 @@ func (p *Plan) Encode() bpfobj.TraceXprog {
 	}
 	x.Nbytes = uint16(p.StructBytes)
 	return x
+}
+
+// EntryRegsOnly reports whether p's entry predicate reads nothing but
+// argument registers (no memory, no ret): an fexit, which sees the
+// registers the call was entered with, decides it again exactly, so a
+// rejected entry needs no frame.
+func (p *Plan) EntryRegsOnly() bool {
+	if len(p.EntryOps) == 0 {
+		return false
+	}
+	for _, op := range p.EntryOps {
+		if op&0xf0 != BoolPush {
+			continue
+		}
+		t := p.Terms[op&0x0f]
+		if len(t.Loads) > 0 || t.Src == SrcRet || t.Str || t.Op == OpSEQ || t.Op == OpSPFX {
+			return false
+		}
+	}
+	return true
 }

@@ -182,5 +182,14 @@ func (o *Options) compileExprs(k *symbols.Kernel, fs []*symbols.Func) (map[uint3
 			}
 		}
 	}
+	if o.Verbose {
+		pr, err := expr.CompilePredicates(plans)
+		if err != nil {
+			return nil, fmt.Errorf("trace: compile --filter: %w", err)
+		}
+		if pr != nil {
+			fmt.Fprintf(o.Log, "ftprobe: %s\n", pr.Describe())
+		}
+	}
 	return plans, nil
 }

@@ -1,0 +1,368 @@
+package expr
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/cilium/ebpf/asm"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// vm runs the instruction subset the predicate compiler emits, over a
+// sparse memory of regions, with the four probe-read helpers. It is a
+// reference independent of the code generator: the kernel's semantics of
+// each instruction (and bpf_probe_read_*_str's return value, the bytes
+// copied including the NUL).
+type vm struct {
+	regions []region
+	steps   int
+}
+
+type region struct {
+	base uint64
+	data []byte
+}
+
+const (
+	stackTop  = uint64(0x7000_0000)
+	argsBase  = uint64(0x6000_0000)
+	kernelMem = uint64(0xffff_8880_0000_0000)
+	userMem   = uint64(0x5555_0000_0000)
+)
+
+func (m *vm) find(addr uint64, n int) []byte {
+	for _, r := range m.regions {
+		if addr >= r.base && addr+uint64(n) <= r.base+uint64(len(r.data)) {
+			return r.data[addr-r.base : addr-r.base+uint64(n)]
+		}
+	}
+	return nil
+}
+
+func (m *vm) run(t *testing.T, insns asm.Instructions, args [MaxArgs]uint64, ret, sel uint64) (pass bool, faults uint64) {
+	t.Helper()
+	stack := make([]byte, 512)
+	ab := make([]byte, 8*MaxArgs)
+	for i, a := range args {
+		binary.LittleEndian.PutUint64(ab[8*i:], a)
+	}
+	m.regions = append([]region{{stackTop - 512, stack}, {argsBase, ab}}, m.regions...)
+	defer func() { m.regions = m.regions[2:] }()
+	// Raw offsets: a 64-bit immediate load takes two slots.
+	var idx []int // raw slot → instruction index
+	for i, ins := range insns {
+		idx = append(idx, i)
+		if ins.Size() == 16 {
+			idx = append(idx, -1)
+		}
+	}
+	raw := make([]int, len(insns))
+	for s, i := range idx {
+		if i >= 0 {
+			raw[i] = s
+		}
+	}
+	var r [11]uint64
+	r[1], r[2], r[3], r[10] = argsBase, ret, sel, stackTop
+	pc := 0
+	for steps := 0; ; steps++ {
+		require.Less(t, steps, 100000, "runaway program")
+		require.Less(t, pc, len(insns), "fell off the end")
+		ins := insns[pc]
+		op := ins.OpCode
+		next := pc + 1
+		jump := func(cond bool) {
+			if cond {
+				target := raw[pc] + 1 + int(ins.Offset)
+				require.True(t, target >= 0 && target < len(idx) && idx[target] >= 0, "jump into nowhere at %d: %v", pc, ins)
+				next = idx[target]
+			}
+		}
+		switch cls := op.Class(); {
+		case cls == asm.ALU64Class:
+			src := uint64(ins.Constant)
+			if op.Source() == asm.RegSource {
+				src = r[ins.Src]
+			}
+			d := &r[ins.Dst]
+			switch op.ALUOp() {
+			case asm.Mov:
+				*d = src
+			case asm.Add:
+				*d += src
+			case asm.And:
+				*d &= src
+			case asm.Or:
+				*d |= src
+			case asm.Xor:
+				*d ^= src
+			case asm.LSh:
+				*d <<= src & 63
+			case asm.RSh:
+				*d >>= src & 63
+			case asm.ArSh:
+				*d = uint64(int64(*d) >> (src & 63))
+			default:
+				t.Fatalf("insn %d: ALU op %v", pc, ins)
+			}
+		case op.IsDWordLoad():
+			r[ins.Dst] = uint64(ins.Constant)
+		case cls == asm.LdXClass:
+			n := int(op.Size().Sizeof())
+			b := m.find(r[ins.Src]+uint64(int64(ins.Offset)), n)
+			require.NotNil(t, b, "insn %d: load outside memory: %v", pc, ins)
+			var v [8]byte
+			copy(v[:], b)
+			r[ins.Dst] = binary.LittleEndian.Uint64(v[:])
+		case cls == asm.StClass || cls == asm.StXClass:
+			n := int(op.Size().Sizeof())
+			b := m.find(r[ins.Dst]+uint64(int64(ins.Offset)), n)
+			require.NotNil(t, b, "insn %d: store outside memory: %v", pc, ins)
+			v := uint64(ins.Constant)
+			if cls == asm.StXClass {
+				v = r[ins.Src]
+			}
+			var w [8]byte
+			binary.LittleEndian.PutUint64(w[:], v)
+			copy(b, w[:n])
+		case cls == asm.JumpClass:
+			jo := op.JumpOp()
+			switch jo {
+			case asm.Exit:
+				return r[0]&1 == 1, r[0] >> 1
+			case asm.Call:
+				r[0] = m.helper(t, asm.BuiltinFunc(ins.Constant), r[1], r[2], r[3])
+				r[1], r[2], r[3], r[4], r[5] = 0xdead, 0xdead, 0xdead, 0xdead, 0xdead // clobbered
+			case asm.Ja:
+				jump(true)
+			default:
+				a, b := r[ins.Dst], uint64(ins.Constant)
+				if op.Source() == asm.RegSource {
+					b = r[ins.Src]
+				}
+				sa, sb := int64(a), int64(b)
+				cond := map[asm.JumpOp]bool{
+					asm.JEq: a == b, asm.JNE: a != b, asm.JGT: a > b, asm.JGE: a >= b, asm.JLT: a < b, asm.JLE: a <= b,
+					asm.JSGT: sa > sb, asm.JSGE: sa >= sb, asm.JSLT: sa < sb, asm.JSLE: sa <= sb,
+				}
+				c, ok := cond[jo]
+				require.True(t, ok, "insn %d: jump %v", pc, ins)
+				jump(c)
+			}
+		default:
+			t.Fatalf("insn %d: %v", pc, ins)
+		}
+		pc = next
+	}
+}
+
+// helper: probe reads; the user ones only read below the kernel half,
+// the kernel ones only above (a wrong choice faults, as on a real kernel
+// with a non-overlapping address space).
+func (m *vm) helper(t *testing.T, fn asm.BuiltinFunc, dst, size, src uint64) uint64 {
+	user := src < 1<<63
+	want := map[asm.BuiltinFunc]bool{asm.FnProbeReadUser: true, asm.FnProbeReadUserStr: true,
+		asm.FnProbeReadKernel: false, asm.FnProbeReadKernelStr: false}
+	isUser, ok := want[fn]
+	require.True(t, ok, "helper %v", fn)
+	d := m.find(dst, int(size))
+	require.NotNil(t, d, "helper %v: dst %#x size %d outside the stack", fn, dst, size)
+	efault := uint64(0xfffffffffffffff2) // -EFAULT
+	if isUser != user {
+		return efault
+	}
+	if fn == asm.FnProbeReadUser || fn == asm.FnProbeReadKernel {
+		s := m.find(src, int(size))
+		if s == nil {
+			return efault
+		}
+		copy(d, s)
+		return 0
+	}
+	for i := 0; i < int(size); i++ {
+		s := m.find(src+uint64(i), 1)
+		if s == nil {
+			return efault
+		}
+		if i == int(size)-1 || s[0] == 0 {
+			d[i] = 0
+			return uint64(i + 1)
+		}
+		d[i] = s[0]
+	}
+	return 0
+}
+
+func le64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.LittleEndian.PutUint64(b, v)
+	return b
+}
+
+// put writes b at addr in a region of its own.
+func (m *vm) put(addr uint64, b []byte) { m.regions = append(m.regions, region{addr, b}) }
+
+func compileOne(t *testing.T, src string) (*Plan, *Predicates) {
+	t.Helper()
+	p, err := one(t, src, env())
+	require.NoError(t, err)
+	pr, err := CompilePredicates(map[uint32]*Plan{7: p})
+	require.NoError(t, err)
+	require.NotNil(t, pr)
+	return p, pr
+}
+
+func TestPredicateScalars(t *testing.T) {
+	_, pr := compileOne(t, "count == 1")
+	m := &vm{}
+	for _, c := range []struct {
+		count uint64
+		pass  bool
+	}{{1, true}, {0, false}, {4096, false}, {1 | 1<<40, false}} {
+		pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{kernelMem, userMem, c.count}, 0, uint64(pr.Entry[7]))
+		assert.Equal(t, c.pass, pass, "count %d", c.count)
+		assert.Zero(t, faults)
+	}
+	// No predicate selected: the call passes.
+	pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{}, 0, 0)
+	assert.True(t, pass)
+
+	// Entry and exit halves; a signed ret compared with an errno.
+	p, pr := compileOne(t, "count > 4096 && ret == -EAGAIN")
+	assert.True(t, p.EntryRegsOnly())
+	for _, c := range []struct {
+		count, ret  uint64
+		entry, exit bool
+	}{{8192, 0, true, false}, {4096, ^uint64(10), false, true}, {1 << 20, ^uint64(10), true, true}, {4097, ^uint64(1), true, false}} {
+		pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, c.count}, 0, uint64(pr.Entry[7]))
+		assert.Equal(t, c.entry, pass, "entry count %d", c.count)
+		pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, c.count}, c.ret, uint64(pr.Exit[7]))
+		assert.Equal(t, c.exit, pass, "exit ret %d", int64(c.ret))
+	}
+
+	// A 64-bit constant that needs a 64-bit immediate; signed < on a
+	// pointer-sized int; a boolean program with ! and ||.
+	_, pr = compileOne(t, "count == 0x5eedf11e5eedf11e || !(count < 3)")
+	for _, c := range []struct {
+		count uint64
+		pass  bool
+	}{{0x5eedf11e5eedf11e, true}, {2, false}, {3, true}, {0, false}} {
+		pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, c.count}, 0, uint64(pr.Entry[7]))
+		assert.Equal(t, c.pass, pass, "count %#x", c.count)
+	}
+}
+
+// The synthetic file of expr_test.go laid out in fake kernel memory at
+// its BTF offsets: f_mode at 4, f_path.dentry at 72, f_name at 120;
+// dentry's d_name.len at 36 and d_name.name at 40.
+func fileMem(m *vm, file, dentry, name uint64, nameStr string, mode uint32, fname string) {
+	f := make([]byte, 256)
+	binary.LittleEndian.PutUint32(f[4:], mode)
+	copy(f[72:], le64(dentry))
+	copy(f[120:], fname)
+	m.put(file, f)
+	d := make([]byte, 96)
+	binary.LittleEndian.PutUint32(d[36:], uint32(len(nameStr)))
+	copy(d[40:], le64(name))
+	m.put(dentry, d)
+	m.put(name, append([]byte(nameStr), 0))
+}
+
+func TestPredicateMemory(t *testing.T) {
+	const file, dentry, name = kernelMem + 0x1000, kernelMem + 0x2000, kernelMem + 0x3000
+	m := &vm{}
+	fileMem(m, file, dentry, name, "hostname", 0x1d, "tmpfile")
+
+	cases := []struct {
+		src         string
+		pass        bool
+		faults      uint64
+		withoutFile bool // file = NULL: every read faults
+	}{
+		{`file->f_path.dentry->d_name.name == "hostname"`, true, 0, false},
+		{`file->f_path.dentry->d_name.name == "hostnam"`, false, 0, false},  // a prefix is not equal
+		{`file->f_path.dentry->d_name.name == "hostnames"`, false, 0, false}, // longer
+		{`file->f_path.dentry->d_name.name ~ "host*"`, true, 0, false},
+		{`file->f_path.dentry->d_name.name ~ "hostname*"`, true, 0, false},
+		{`file->f_path.dentry->d_name.name ~ "hostnamex*"`, false, 0, false},
+		{`file->f_path.dentry->d_name.len == 8`, true, 0, false},
+		{`file->f_path.dentry->d_name.len > 8`, false, 0, false},
+		{`file->f_name ~ "tmp*"`, true, 0, false},
+		{`file->f_name == "tmpfile"`, true, 0, false},
+		{`file->f_mode & 0x4`, true, 0, false},
+		{`file->f_mode & 0x2`, false, 0, false},
+		{`(file->f_mode & 0x2) || file->f_path.dentry->d_name.len == 8`, true, 0, false},
+		// NULL file: each comparison's read faults, is false, is counted.
+		{`file->f_path.dentry->d_name.len == 8`, false, 1, true},
+		{`!(file->f_path.dentry->d_name.len == 8)`, true, 1, true},
+		{`file->f_mode & 0x4 || file->f_path.dentry->d_name.name == "hostname"`, false, 2, true},
+	}
+	for _, c := range cases {
+		t.Run(c.src, func(t *testing.T) {
+			_, pr := compileOne(t, c.src)
+			f := uint64(file)
+			if c.withoutFile {
+				f = 0
+			}
+			pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{f, userMem, 1}, 0, uint64(pr.Entry[7]))
+			assert.Equal(t, c.pass, pass)
+			assert.Equal(t, c.faults, faults)
+		})
+	}
+
+	// A user-space string (buf): read with the user helper.
+	m.put(userMem, []byte("abc\x00"))
+	_, pr := compileOne(t, `buf == "abc"`)
+	pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{0, userMem, 0}, 0, uint64(pr.Entry[7]))
+	assert.True(t, pass)
+	assert.Zero(t, faults)
+}
+
+func TestPredicateSharing(t *testing.T) {
+	// Two functions with the same predicate share one program; a third
+	// with another gets its own; exit-only predicates have no entry one.
+	plans := map[uint32]*Plan{}
+	for id, src := range map[uint32]string{1: "count == 1", 2: "count == 1", 3: "count == 2", 4: "ret == -ENOENT"} {
+		p, err := one(t, src, env())
+		require.NoError(t, err)
+		plans[id] = p
+	}
+	pr, err := CompilePredicates(plans)
+	require.NoError(t, err)
+	assert.Equal(t, 3, pr.Programs)
+	assert.Equal(t, pr.Entry[1], pr.Entry[2])
+	assert.NotEqual(t, pr.Entry[1], pr.Entry[3])
+	_, ok := pr.Entry[4]
+	assert.False(t, ok)
+	m := &vm{}
+	for id, want := range map[uint32][2]bool{1: {true, false}, 3: {false, true}} {
+		for i, count := range []uint64{1, 2} {
+			pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, count}, 0, uint64(pr.Entry[id]))
+			assert.Equal(t, want[i], pass, "function %d count %d", id, count)
+		}
+	}
+	pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{}, ^uint64(1), uint64(pr.Exit[4]))
+	assert.True(t, pass)
+	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{}, ^uint64(2), uint64(pr.Exit[4]))
+	assert.False(t, pass)
+
+	none, err := CompilePredicates(map[uint32]*Plan{1: {Values: []Value{{Expr: "count"}}}})
+	require.NoError(t, err)
+	assert.Nil(t, none)
+}
+
+func TestPredicateTruthTable(t *testing.T) {
+	// Eight comparisons: the table spans four words.
+	src := "count != 1 && count != 2 && count != 3 && count != 4 && count != 5 && count != 6 && count != 7 && !(count == 8)"
+	_, pr := compileOne(t, src)
+	m := &vm{}
+	for count := uint64(0); count < 12; count++ {
+		pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, count}, 0, uint64(pr.Entry[7]))
+		assert.Equal(t, count == 0 || count > 8, pass, fmt.Sprint("count ", count))
+	}
+	tab, err := Table([]byte{BoolPush | 0, BoolPush | 1, BoolOr, BoolNot}, 2)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(0b0001), tab[0]) // true only when both are false
+}
