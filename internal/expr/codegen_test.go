@@ -282,7 +282,7 @@ func TestPredicateMemory(t *testing.T) {
 		withoutFile bool // file = NULL: every read faults
 	}{
 		{`file->f_path.dentry->d_name.name == "hostname"`, true, 0, false},
-		{`file->f_path.dentry->d_name.name == "hostnam"`, false, 0, false},  // a prefix is not equal
+		{`file->f_path.dentry->d_name.name == "hostnam"`, false, 0, false},   // a prefix is not equal
 		{`file->f_path.dentry->d_name.name == "hostnames"`, false, 0, false}, // longer
 		{`file->f_path.dentry->d_name.name ~ "host*"`, true, 0, false},
 		{`file->f_path.dentry->d_name.name ~ "hostname*"`, true, 0, false},
