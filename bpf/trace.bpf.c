@@ -204,7 +204,7 @@ struct xprog {
 	__u8 nvals;
 	__u8 exit_args;  /* the exit predicate reads arguments: undecidable without an entry */
 	__u8 entry_regs; /* the entry predicate reads argument registers only: an fexit decides it again */
-	__u8 _pad;
+	__u8 pred_nargs; /* the entry predicate reads arguments 0 .. pred_nargs - 1 */
 	__u16 pentry;    /* xpred's program deciding at entry (0: none) */
 	__u16 pexit;     /* xpred's program deciding at exit, on ret (0: none) */
 	struct xfetch v[FTP_X_VALS];
@@ -1018,37 +1018,46 @@ static __always_inline int outside_window(__u64 pid_tgid, __u64 cookie)
 	return 0;
 }
 
-/* on_entry records the entry of a call admit() and outside_window() let
- * in. */
+/* rejected_at_entry runs the function's entry predicate (xp->pentry)
+ * on args: 1 when it rejects the call (counted). Session modes skip the
+ * exit run; fentry and fentry-multi, when the predicate reads argument
+ * registers only, let the fexit decide again (on_exit); the other modes
+ * push a frame marked rejected, so that the exit, which runs regardless,
+ * is dropped and not taken for an outer call of the same function. */
+static __always_inline int rejected_at_entry(__u64 pid_tgid, __u32 func_id, struct xprog *xp, __u64 *args, __u8 mode)
+{
+	if (xpass(args, 0, xp->pentry))
+		return 0;
+	count(FTP_STAT_X_REJECT);
+	if (is_session_mode(mode))
+		return 1; /* its exit does not run */
+	if (xp->entry_regs && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI))
+		return 1; /* its fexit decides again, on the same registers */
+	/* Counted neither as an entry nor as an exit. Past the stack's depth
+	 * the exit has no entry and is dropped as undecidable. */
+	struct tstack *st = frames((__u32)pid_tgid, 1);
+	if (st) {
+		__u32 d = st->depth;
+		if (d < FTP_MAX_DEPTH && !st->overflow) {
+			st->depth = d + 1;
+			struct frame *f = &st->f[FTP_SLOT(d)];
+			f->func_id = func_id;
+			f->rejected = 1;
+			if (window)
+				f->win = st->window;
+		}
+	}
+	return 1;
+}
+
+/* on_entry records the entry of a call admit(), outside_window() and the
+ * entry predicate (rejected_at_entry) let in. */
 static __always_inline int on_entry(void *ctx, __u64 pid_tgid, __u64 cookie, __u64 *args, __u8 nargs, __u8 mode)
 {
 	__u32 func_id = (__u32)cookie;
 	struct tstack *st;
 	__u32 d;
 	struct xprog *xp = xprog_of(func_id);
-	if (x_entry && xp && !xpass(args, 0, xp->pentry)) {
-		count(FTP_STAT_X_REJECT);
-		if (is_session_mode(mode))
-			return 1; /* its exit does not run */
-		if (xp->entry_regs && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI))
-			return 1; /* its fexit decides again, on the same registers (on_exit) */
-		/* Mark the call so its exit is dropped: a rejected frame,
-		 * counted neither as an entry nor as an exit. Past the stack's
-		 * depth the exit has no entry and is dropped as undecidable. */
-		st = frames((__u32)pid_tgid, 1);
-		if (st) {
-			d = st->depth;
-			if (d < FTP_MAX_DEPTH && !st->overflow) {
-				st->depth = d + 1;
-				struct frame *f = &st->f[FTP_SLOT(d)];
-				f->func_id = func_id;
-				f->rejected = 1;
-				if (window)
-					f->win = st->window;
-			}
-		}
-		return 1;
-	}
 	count(FTP_STAT_ENTRY_HITS);
 
 	__u64 now = bpf_ktime_get_ns();
@@ -1201,8 +1210,9 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 		if (xp && xp->entry_regs && xp->pentry) {
 			__u64 args[FTP_MAX_ARGS] = {};
 			__u64 n = bpf_get_func_arg_cnt(ctx);
+			__u32 first = xp->pred_nargs;
 			for (int i = 0; i < FTP_MAX_ARGS; i++) {
-				if ((__u64)i < n)
+				if ((__u64)i < n && (__u32)i < first)
 					bpf_get_func_arg(ctx, i, &args[i]);
 			}
 			if (!xpass(args, 0, xp->pentry))
@@ -1215,7 +1225,6 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	else
 		bpf_get_func_ret(ctx, &raw_ret);
 	__u32 func_id = (__u32)cookie;
-	__u64 now = bpf_ktime_get_ns();
 	if (!st)
 		st = frames((__u32)pid_tgid, 0);
 	if (!pass && !st)
@@ -1257,6 +1266,9 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 			set_window(st, st->f[FTP_SLOT(found)].win);
 		return;
 	}
+	/* The clock after the frame search: an exit a filter dropped
+	 * above does not read it. */
+	__u64 now = bpf_ktime_get_ns();
 	if (found < 0 && session)
 		pass = pass_ids(pid_tgid) && pass_mutable(pid_tgid);
 	if (!pass && found < 0)
@@ -1375,9 +1387,21 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 		return 1;
 	__u64 args[FTP_MAX_ARGS] = {};
 	__u64 n = bpf_get_func_arg_cnt(ctx);
+	/* With an entry predicate, the arguments it reads first (xprog's
+	 * pred_nargs), the others only for a call it lets in. */
+	struct xprog *xp = x_entry ? xprog_of((__u32)cookie) : 0;
+	__u32 first = xp && xp->pentry ? xp->pred_nargs : FTP_MAX_ARGS;
 	for (int i = 0; i < FTP_MAX_ARGS; i++) {
-		if ((__u64)i < n)
+		if ((__u64)i < n && (__u32)i < first)
 			bpf_get_func_arg(ctx, i, &args[i]);
+	}
+	if (xp && xp->pentry) {
+		if (rejected_at_entry(pid_tgid, (__u32)cookie, xp, args, mode))
+			return 1;
+		for (int i = 0; i < FTP_MAX_ARGS; i++) {
+			if ((__u64)i < n && (__u32)i >= first)
+				bpf_get_func_arg(ctx, i, &args[i]);
+		}
 	}
 	return on_entry(ctx, pid_tgid, cookie, args, n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);
 }
@@ -1501,6 +1525,11 @@ static __always_inline int regs_entry(struct pt_regs *ctx, __u8 mode)
 		FTP_ARG0(ctx), FTP_ARG1(ctx), FTP_ARG2(ctx),
 		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
 	};
+	if (x_entry) {
+		struct xprog *xp = xprog_of((__u32)cookie);
+		if (xp && xp->pentry && rejected_at_entry(pid_tgid, (__u32)cookie, xp, args, mode))
+			return 1;
+	}
 	return on_entry(ctx, pid_tgid, cookie, args, cookie_nargs(cookie >> 32), mode);
 }
 

@@ -200,7 +200,7 @@ type TraceXprog struct {
 	Nvals     uint8
 	ExitArgs  uint8
 	EntryRegs uint8
-	Pad       uint8
+	PredNargs uint8
 	Pentry    uint16
 	Pexit     uint16
 	V         [4]struct {

@@ -232,6 +232,14 @@ func TestPredicateScalars(t *testing.T) {
 	// Entry and exit halves; a signed ret compared with an errno.
 	p, pr := compileOne(t, "count > 4096 && ret == -EAGAIN")
 	assert.True(t, p.EntryRegsOnly())
+	x := p.Encode()
+	assert.Equal(t, uint8(1), x.EntryRegs)
+	assert.Equal(t, uint8(3), x.PredNargs, "count is the third argument")
+	p, _ = compileOne(t, "file->f_mode & 0x4")
+	x = p.Encode()
+	assert.Equal(t, uint8(0), x.EntryRegs, "a read of memory: the fexit cannot decide again")
+	assert.Equal(t, uint8(1), x.PredNargs)
+	p, _ = compileOne(t, "count > 4096 && ret == -EAGAIN")
 	for _, c := range []struct {
 		count, ret  uint64
 		entry, exit bool

@@ -458,6 +458,7 @@ func (p *Plan) Encode() bpfobj.TraceXprog {
 	if p.EntryRegsOnly() {
 		x.EntryRegs = 1
 	}
+	x.PredNargs = p.entryArgs()
 	for i, v := range p.Values {
 		d := &x.V[i]
 		d.Src, d.Nload, d.Size, d.Flags, d.Tail, d.Off, d.Mask = encodeFetch(v.Fetch)
@@ -485,4 +486,18 @@ func (p *Plan) EntryRegsOnly() bool {
 		}
 	}
 	return true
+}
+
+// entryArgs is how many leading argument registers the entry predicate
+// reads (the trampoline programs fetch those first).
+func (p *Plan) entryArgs() uint8 {
+	var n uint8
+	for _, op := range p.EntryOps {
+		if op&0xf0 == BoolPush {
+			if t := p.Terms[op&0x0f]; t.Src != SrcRet && t.Src+1 > n {
+				n = t.Src + 1
+			}
+		}
+	}
+	return n
 }
