@@ -81,12 +81,22 @@ type Fetch struct {
 	Bytes  uint16
 }
 
-// Term is one comparison of a fetched value with a constant.
+// Term is one comparison of a fetched value with a constant, or (RHS
+// set) with a second fetched value.
 type Term struct {
 	Fetch
-	Op uint8
-	K  uint64 // integer operand
-	S  string // string operand (OpSEQ, OpSPFX)
+	Op  uint8
+	K   uint64 // integer operand
+	S   string // string operand (OpSEQ, OpSPFX)
+	RHS *Fetch // the right-hand value of a comparison of two values (integer operators only)
+}
+
+// fetches is the term's value and, for two values, its right-hand one.
+func (t Term) fetches() []Fetch {
+	if t.RHS != nil {
+		return []Fetch{t.Fetch, *t.RHS}
+	}
+	return []Fetch{t.Fetch}
 }
 
 // Value is one --arg expression compiled for a function.
@@ -813,7 +823,7 @@ func (c *checker) compare(n *node) (*bnode, error) {
 	case v == nil && w == nil:
 		return nil, c.errf(n, "%q compares two constants", n.op)
 	case v != nil && w != nil:
-		return nil, c.errf(n, "%q compares two values: one side must be a constant", n.op)
+		return c.compareValues(n, v, w)
 	case v == nil:
 		v, op = w, flipped[op]
 	default:
@@ -884,6 +894,58 @@ func (c *checker) compare(n *node) (*bnode, error) {
 		_ = ptr
 	}
 	return &bnode{op: 'T', term: Term{Fetch: f, Op: o, K: k.v}, usesRet: v.usesRet}, nil
+}
+
+// compareValues checks a comparison of two values (count > file->f_pos):
+// integers, enums or pointers on both sides, compared as C compares them
+// after the usual arithmetic conversions in 64 bits: signed when both are
+// signed, or when the unsigned one is narrower than int or than the
+// signed one (it converts to the signed type); else unsigned.
+func (c *checker) compareValues(n *node, v, w *cval) (*bnode, error) {
+	if n.op == "~" {
+		return nil, c.errf(n, "'~' matches a string pattern: want a string on its right")
+	}
+	for _, x := range []*cval{v, w} {
+		if x.lv && isCharArray(x.typ) {
+			return nil, c.errf(n, "%q compares two values, one a char array: a string compares with a string constant", n.op)
+		}
+	}
+	var fs [2]Fetch
+	var ptr [2]bool
+	var types [2]string
+	for i, x := range []*cval{v, w} {
+		r, err := c.rvalue(n, x)
+		if err != nil {
+			return nil, err
+		}
+		if fs[i], err = c.fetch(n, r, false); err != nil {
+			return nil, err
+		}
+		_, ptr[i] = under(r.typ).(*btf.Pointer)
+		types[i] = typeString(r.typ)
+	}
+	if ptr[0] != ptr[1] {
+		return nil, c.errf(n, "%q compares a %s with a %s: a pointer compares with a pointer, an integer with an integer", n.op, types[0], types[1])
+	}
+	o := cmpOps[n.op]
+	if o >= OpLT && signedCompare(fs[0], fs[1]) {
+		o |= OpSigned
+	}
+	rhs := fs[1]
+	return &bnode{op: 'T', term: Term{Fetch: fs[0], Op: o, RHS: &rhs}, usesRet: v.usesRet || w.usesRet}, nil
+}
+
+// signedCompare: C's usual arithmetic conversions for two integers of at
+// most 8 bytes, both widened to 64 bits by their fetch.
+func signedCompare(a, b Fetch) bool {
+	if a.Signed == b.Signed {
+		return a.Signed
+	}
+	s, u := a, b
+	if b.Signed {
+		s, u = b, a
+	}
+	return u.Size < 4 || u.Size < max(s.Size, 4)
 }
 
 // operandText is the text of the value side of a comparison.

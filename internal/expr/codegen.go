@@ -27,8 +27,8 @@ const PredicateFunc = "xpred"
 // ~530 instructions per call (compare --body predicate, icount). Calling
 // convention: r1 = args (u64[MaxArgs] on the caller's stack), r2 = ret,
 // r3 = sel; r6-r9 hold args, ret, the fault count and the comparison
-// bits; the stack holds one 8-byte read slot (fp-8) and a string buffer
-// (fp-80..fp-9).
+// bits; the stack holds one 8-byte read slot (fp-8), a string buffer
+// (fp-80..fp-9) and the left value of a comparison of two values (fp-88).
 type Predicates struct {
 	Insns asm.Instructions
 	// Entry and Exit are each function's program number (struct
@@ -42,6 +42,7 @@ type Predicates struct {
 const (
 	slotRead = -8  // one probe read of at most 8 bytes
 	slotStr  = -80 // string buffer, 72 bytes: a read of MaxStr+1 bytes fits
+	slotLHS  = -88 // the left value of a comparison of two values
 )
 
 // CompilePredicates compiles the entry and exit predicates of plans (by
@@ -77,7 +78,15 @@ func CompilePredicates(plans map[uint32]*Plan) (*Predicates, error) {
 			}
 			rops = append(rops, BoolPush|remap[t])
 		}
-		key := fmt.Sprintf("%#v|%x", terms, rops)
+		var rhs []Fetch
+		for _, t := range terms {
+			if t.RHS != nil {
+				rhs = append(rhs, *t.RHS)
+			} else {
+				rhs = append(rhs, Fetch{})
+			}
+		}
+		key := fmt.Sprintf("%#v|%#v|%x", terms, rhs, rops)
 		if n, ok := index[key]; ok {
 			return n
 		}
@@ -311,25 +320,23 @@ var intJumps = map[uint8]asm.JumpOp{
 	OpLT | OpSigned: asm.JSLT, OpLE | OpSigned: asm.JSLE, OpGT | OpSigned: asm.JSGT, OpGE | OpSigned: asm.JSGE,
 }
 
-// term emits one comparison: its value fetched into r1 (the semantics of
-// bpf/trace.bpf.c's xfetch), compared, bit i of r9 set when true, r8
-// incremented when a read faulted.
-func (g *gen) term(name string, t Term, bit int) error {
-	yes, next, fault := name+".yes", name+".next", name+".fault"
-	if t.Src == SrcRet {
+// value emits the fetch f into r1 (the semantics of bpf/trace.bpf.c's
+// xfetch), jumping to fault when a read faults.
+func (g *gen) value(name string, f Fetch, fault string) error {
+	if f.Src == SrcRet {
 		g.emit(asm.Mov.Reg(asm.R1, asm.R7))
-	} else if int(t.Src) < MaxArgs {
-		g.emit(asm.LoadMem(asm.R1, asm.R6, int16(8*int(t.Src)), asm.DWord))
+	} else if int(f.Src) < MaxArgs {
+		g.emit(asm.LoadMem(asm.R1, asm.R6, int16(8*int(f.Src)), asm.DWord))
 	} else {
-		return fmt.Errorf("predicate code: source %d", t.Src)
+		return fmt.Errorf("predicate code: source %d", f.Src)
 	}
-	size := int(t.Size)
+	size := int(f.Size)
 	if size < 1 || size > 8 {
 		size = 8
 	}
-	for i, off := range t.Loads {
+	for i, off := range f.Loads {
 		n := int32(8)
-		if i == len(t.Loads)-1 {
+		if i == len(f.Loads)-1 {
 			n = int32(size)
 		}
 		g.emit(asm.Mov.Reg(asm.R3, asm.R1))
@@ -343,23 +350,33 @@ func (g *gen) term(name string, t Term, bit int) error {
 	if size < 8 {
 		sh := int32(64 - 8*size)
 		switch {
-		case t.Signed:
+		case f.Signed:
 			g.emit(asm.LSh.Imm(asm.R1, sh), asm.ArSh.Imm(asm.R1, sh))
-		case len(t.Loads) == 0:
+		case len(f.Loads) == 0:
 			// A register holds garbage above the parameter's size (a
 			// read into the zeroed slot does not).
 			g.emit(asm.LSh.Imm(asm.R1, sh), asm.RSh.Imm(asm.R1, sh))
 		}
 	}
-	if t.Tail != 0 {
-		g.emit(asm.Add.Imm(asm.R1, t.Tail))
+	if f.Tail != 0 {
+		g.emit(asm.Add.Imm(asm.R1, f.Tail))
 	}
-	if t.Mask != 0 {
-		if int64(t.Mask) >= 0 && fitsImm(int64(t.Mask)) {
-			g.emit(asm.And.Imm(asm.R1, int32(t.Mask)))
+	if f.Mask != 0 {
+		if int64(f.Mask) >= 0 && fitsImm(int64(f.Mask)) {
+			g.emit(asm.And.Imm(asm.R1, int32(f.Mask)))
 		} else {
-			g.emit(asm.LoadImm(asm.R2, int64(t.Mask), asm.DWord), asm.And.Reg(asm.R1, asm.R2))
+			g.emit(asm.LoadImm(asm.R2, int64(f.Mask), asm.DWord), asm.And.Reg(asm.R1, asm.R2))
 		}
+	}
+	return nil
+}
+
+// term emits one comparison: bit i of r9 set when true, r8 incremented
+// when a read faulted (the comparison is then false).
+func (g *gen) term(name string, t Term, bit int) error {
+	yes, next, fault := name+".yes", name+".next", name+".fault"
+	if err := g.value(name, t.Fetch, fault); err != nil {
+		return err
 	}
 	switch op := t.Op; {
 	case op == OpNZ:
@@ -373,9 +390,17 @@ func (g *gen) term(name string, t Term, bit int) error {
 		if !ok {
 			return fmt.Errorf("predicate code: operator %#x", op)
 		}
-		if fitsImm(int64(t.K)) {
+		switch {
+		case t.RHS != nil:
+			g.emit(asm.StoreMem(asm.R10, slotLHS, asm.R1, asm.DWord))
+			if err := g.value(name+".r", *t.RHS, fault); err != nil {
+				return err
+			}
+			g.emit(asm.Mov.Reg(asm.R2, asm.R1), asm.LoadMem(asm.R1, asm.R10, slotLHS, asm.DWord))
+			g.jump(j.Reg(asm.R1, asm.R2, ""), yes)
+		case fitsImm(int64(t.K)):
 			g.jump(j.Imm(asm.R1, int32(int64(t.K)), ""), yes)
-		} else {
+		default:
 			g.emit(asm.LoadImm(asm.R2, int64(t.K), asm.DWord))
 			g.jump(j.Reg(asm.R1, asm.R2, ""), yes)
 		}

@@ -328,6 +328,51 @@ func TestPredicateMemory(t *testing.T) {
 	assert.Zero(t, faults)
 }
 
+// Comparisons of two values: both fetched, compared signed or unsigned
+// as C converts them.
+func TestPredicateTwoValues(t *testing.T) {
+	const file, dentry, name = kernelMem + 0x1000, kernelMem + 0x2000, kernelMem + 0x3000
+	m := &vm{}
+	fileMem(m, file, dentry, name, "hostname", 0x1d, "tmpfile")
+	p, err := one(t, "count > file->f_path.dentry->d_name.len", env())
+	require.NoError(t, err)
+	require.NotNil(t, p.Terms[0].RHS)
+	assert.Equal(t, uint8(OpGT), p.Terms[0].Op, "size_t against unsigned int: unsigned")
+	assert.False(t, p.EntryRegsOnly())
+	pr, err := CompilePredicates(map[uint32]*Plan{7: p})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		count uint64
+		pass  bool
+	}{{9, true}, {8, false}, {1, false}, {1 << 33, true}} {
+		pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{file, 0, c.count}, 0, uint64(pr.Entry[7]))
+		assert.Equal(t, c.pass, pass, "count %d", c.count)
+		assert.Zero(t, faults)
+	}
+	// The right-hand read faults: false, counted.
+	pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, 9}, 0, uint64(pr.Entry[7]))
+	assert.False(t, pass)
+	assert.Equal(t, uint64(1), faults)
+
+	// ret (ssize_t, signed) against count (size_t): unsigned, as C does
+	// for long against unsigned long; an int against an unsigned char:
+	// signed (the char converts to int).
+	p, err = one(t, "ret < count", env())
+	require.NoError(t, err)
+	assert.Equal(t, uint8(OpLT), p.Terms[0].Op)
+	assert.True(t, p.ExitArgs)
+	pr, err = CompilePredicates(map[uint32]*Plan{7: p})
+	require.NoError(t, err)
+	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, 5}, 3, uint64(pr.Exit[7]))
+	assert.True(t, pass, "3 < 5")
+	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, 5}, ^uint64(0), uint64(pr.Exit[7]))
+	assert.False(t, pass, "-1 as unsigned is not < 5")
+	assert.True(t, signedCompare(Fetch{Size: 4, Signed: true}, Fetch{Size: 1}))
+	assert.False(t, signedCompare(Fetch{Size: 4, Signed: true}, Fetch{Size: 4}))
+	assert.True(t, signedCompare(Fetch{Size: 8, Signed: true}, Fetch{Size: 4}))
+	assert.True(t, signedCompare(Fetch{Size: 4, Signed: true}, Fetch{Size: 8, Signed: true}))
+}
+
 func TestPredicateSharing(t *testing.T) {
 	// Two functions with the same predicate share one program; a third
 	// with another gets its own; exit-only predicates have no entry one.

@@ -262,8 +262,10 @@ func (p *Plan) setFilter(c *checker, b *bnode) error {
 				if len(p.Terms) >= MaxTerms {
 					return c.errf(nil, "too many comparisons for the verifier: at most %d per function", MaxTerms)
 				}
-				if exitSide && b.term.Src != SrcRet {
-					p.ExitArgs = true
+				for _, f := range b.term.fetches() {
+					if exitSide && f.Src != SrcRet {
+						p.ExitArgs = true
+					}
 				}
 				ops = append(ops, BoolPush|byte(len(p.Terms)))
 				p.Terms = append(p.Terms, b.term)
@@ -373,6 +375,9 @@ func (t Term) opString() string {
 	case OpSEQ, OpSPFX:
 		return fmt.Sprintf("%s %q", s, t.S)
 	}
+	if t.RHS != nil {
+		return fmt.Sprintf("%s (%s)", s, t.RHS)
+	}
 	if t.Op&OpSigned != 0 || t.Signed {
 		return fmt.Sprintf("%s %d", s, int64(t.K))
 	}
@@ -481,8 +486,13 @@ func (p *Plan) EntryRegsOnly() bool {
 			continue
 		}
 		t := p.Terms[op&0x0f]
-		if len(t.Loads) > 0 || t.Src == SrcRet || t.Str || t.Op == OpSEQ || t.Op == OpSPFX {
+		if t.Str || t.Op == OpSEQ || t.Op == OpSPFX {
 			return false
+		}
+		for _, f := range t.fetches() {
+			if len(f.Loads) > 0 || f.Src == SrcRet {
+				return false
+			}
 		}
 	}
 	return true
@@ -493,9 +503,12 @@ func (p *Plan) EntryRegsOnly() bool {
 func (p *Plan) entryArgs() uint8 {
 	var n uint8
 	for _, op := range p.EntryOps {
-		if op&0xf0 == BoolPush {
-			if t := p.Terms[op&0x0f]; t.Src != SrcRet && t.Src+1 > n {
-				n = t.Src + 1
+		if op&0xf0 != BoolPush {
+			continue
+		}
+		for _, f := range p.Terms[op&0x0f].fetches() {
+			if f.Src != SrcRet && f.Src+1 > n {
+				n = f.Src + 1
 			}
 		}
 	}
