@@ -84,7 +84,7 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"trace", "--arg", "file->f_path.dentry->d_name.name[", "vfs_read"}, `syntax error at column 34`},
 		{[]string{"trace", "--filter", `name == "abc`, "vfs_read"}, `trace --filter "name == \"abc": syntax error at column 9: unterminated literal`},
 		{[]string{"trace", "--arg", "a", "--arg", "b", "--arg", "c", "--arg", "d", "--arg", "e", "vfs_read"}, "--arg: 5 expressions, at most 4 per trace"},
-		{[]string{"trace", "--strings", "--arg", "count", "vfs_read"}, "trace: --arg/--filter with --strings or --stack is not supported yet"},
+		{[]string{"trace", "--strings", "--arg", "count", "vfs_read"}, "trace: --arg with --strings or --stack is not supported yet"},
 		{[]string{"trace", "--pid", missing, "vfs_read"}, fmt.Sprintf("trace: --pid %s: no such process or thread: no process or thread %s (no /proc/%s); nothing would be traced", missing, missing, missing)},
 		{[]string{"trace", "--tid", missing, "vfs_read"}, fmt.Sprintf("trace: --tid %s: no such process or thread: no process or thread %s (no /proc/%s)", missing, missing, missing)},
 		{[]string{"trace", "--pid", other, "vfs_read"}, fmt.Sprintf("--pid %s: no such process or thread: %s is a thread of process %d, not a process (use --tid %s, or --pid %d)", other, other, pid, other, pid)},

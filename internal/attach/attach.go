@@ -248,8 +248,10 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 		spec.Maps["aggs"].MaxEntries = uint32(max(len(all), 1))
 	}
 	if len(opts.Exprs) > 0 {
-		if opts.Strings || opts.Stack {
-			return nil, fmt.Errorf("attach: --arg/--filter with --strings or --stack: %w", ErrBadFilter)
+		for _, p := range opts.Exprs {
+			if p != nil && len(p.Values) > 0 && (opts.Strings || opts.Stack) {
+				return nil, fmt.Errorf("attach: --arg with --strings or --stack: %w", ErrBadFilter)
+			}
 		}
 		spec.Maps["xprogs"].MaxEntries = uint32(max(len(all), 1))
 	}

@@ -9,10 +9,13 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/expr"
 )
 
-// TestVerifyHost (manual: FTPROBE_VERIFY_HOST=1) loads the kprobe program
-// with the --arg/--filter interpreter enabled and prints the verifier's
+// TestVerifyHost (manual: FTPROBE_VERIFY_HOST=1) loads the kprobe programs
+// with the --arg value interpreter and a compiled --filter predicate
+// (xpred: an integer comparison and a string comparison through two
+// reads, at entry; a comparison of ret at exit) and prints the verifier's
 // statistics.
 func TestVerifyHost(t *testing.T) {
 	if os.Getenv("FTPROBE_VERIFY_HOST") == "" {
@@ -26,6 +29,18 @@ func TestVerifyHost(t *testing.T) {
 		spec.Variables["x_entry"].Set(x[0])
 		spec.Variables["x_exit"].Set(x[1])
 		spec.Variables["x_vals"].Set(x[2])
+		plan := &expr.Plan{Terms: []expr.Term{
+			{Fetch: expr.Fetch{Src: 2, Size: 8}, Op: expr.OpEQ, K: 1},
+			{Fetch: expr.Fetch{Loads: []int32{72, 40}, Size: 8, Str: true}, Op: expr.OpSEQ, S: "hostname"},
+			{Fetch: expr.Fetch{Src: expr.SrcRet, Size: 8, Signed: true}, Op: expr.OpEQ, K: ^uint64(1)},
+		}, EntryOps: []byte{expr.BoolPush, expr.BoolPush | 1, expr.BoolAnd}, ExitOps: []byte{expr.BoolPush | 2}}
+		pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := patchPredicates(spec, pr); err != nil {
+			t.Fatal(err)
+		}
 		for _, name := range []string{"ftp_kprobe", "ftp_kretprobe"} {
 			ps := spec.Programs[name]
 			coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,

@@ -132,8 +132,10 @@ func (o *Options) CheckExprs() error {
 	if _, err := expr.ParseSet(o.Args, o.Predicates); err != nil {
 		return fmt.Errorf("trace %w", err)
 	}
-	if o.Strings || o.Stack {
-		return errors.New("trace: --arg/--filter with --strings or --stack is not supported yet (name string fields with --arg instead of --strings)")
+	if (o.Strings || o.Stack) && len(o.Args) > 0 {
+		// (--filter alone combines with both: the records are the
+		// --strings/--stack ones; --arg values have records of their own.)
+		return errors.New("trace: --arg with --strings or --stack is not supported yet (name string fields with --arg instead of --strings)")
 	}
 	return nil
 }

@@ -39,7 +39,8 @@ func TestValidate(t *testing.T) {
 		{Options{Filters: attach.Filters{MinDuration: -1}}, "trace: --min-duration -1ns: "},
 		{Options{Filters: attach.Filters{TGID: 1 << 30}}, fmt.Sprintf("trace: --pid %d: no such process or thread", 1<<30)},
 		{Options{Args: []string{"count +"}}, "trace --arg"},
-		{Options{Args: []string{"count"}, Strings: true}, "trace: --arg/--filter with --strings or --stack is not supported yet (name string fields with --arg instead of --strings)"},
+		{Options{Args: []string{"count"}, Strings: true}, "trace: --arg with --strings or --stack is not supported yet (name string fields with --arg instead of --strings)"},
+		{Options{Args: []string{"count"}, Predicates: []string{"count == 1"}, Stack: true}, "trace: --arg with --strings or --stack is not supported yet"},
 	} {
 		err := validate(&c.o)
 		require.Error(t, err, "%+v", c.o)

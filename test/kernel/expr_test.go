@@ -272,3 +272,60 @@ func TestFilterOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestFilterTwoValuesStrings: a comparison of two values decided in the
+// kernel, and --filter combined with --strings and --stack.
+//   - `count > file->f_pos` on the workload's three one-byte reads of
+//     /etc/hostname (f_pos 0, 1, 2 at entry) and a four-byte read on a
+//     fresh descriptor (f_pos 0): the first and the last pass, 2 rejected.
+//   - `ret == -ENOENT` with --strings --stack on two failed opens and one
+//     that succeeds: exactly the two failed ones, each exit standing for
+//     its entry with the file name and a kernel stack; 1 rejected.
+func TestFilterTwoValuesStrings(t *testing.T) {
+	e := lab(t)
+	ms := exprModes(e)
+	if e.kin.Arch == "arm64" {
+		ms = []string{attach.ModeKprobeMulti, attach.ModeFentry}
+	}
+	for _, mode := range ms {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			o := trace.Options{Patterns: []string{"vfs_read"}, Mode: mode,
+				Predicates: []string{`count > file->f_pos && file->f_path.dentry->d_name.name == "hostname"`}}
+			evs, sum := traceInThreadWith(t, o, func() {
+				_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 3})
+				require.NoError(t, err)
+				fd, err := unix.Open("/etc/hostname", unix.O_RDONLY, 0)
+				require.NoError(t, err)
+				unix.Read(fd, make([]byte, 4))
+				unix.Close(fd)
+			})
+			entries := filterEvents(evs, "entry", "vfs_read")
+			require.Len(t, entries, 2, "%v", evs)
+			assert.Len(t, filterEvents(evs, "exit", "vfs_read"), 2)
+			assert.EqualValues(t, 1, argInt32(entries[0], 2), "the first one-byte read")
+			assert.EqualValues(t, 4, argInt32(entries[1], 2), "the four-byte read")
+			assert.EqualValues(t, 2, sum.Losses.FilterRejects, "the reads at f_pos 1 and 2")
+			assert.Zero(t, sum.Losses.ExprFaults)
+
+			o = trace.Options{Patterns: []string{"do_sys_openat2"}, Mode: mode, Strings: true, Stack: true,
+				Predicates: []string{`ret == -ENOENT`}}
+			evs, sum = traceInThreadWith(t, o, func() {
+				_, err := workload.Run(workload.Spec{Kind: "openfail", Path: "/no/such/file", Count: 2})
+				require.NoError(t, err)
+				_, err = workload.Run(workload.Spec{Kind: "open", Path: "/etc/hostname", Count: 1})
+				require.NoError(t, err)
+			})
+			require.Len(t, evs, 2, "%v", evs)
+			for i, ev := range evs {
+				assert.Equal(t, "exit", ev["type"], "event %d: the exit stands for its entry", i)
+				assert.Equal(t, "-ENOENT", ev["ret_str"], "event %d", i)
+				assert.Equal(t, map[string]any{"filename": "/no/such/file"}, ev["strings"], "event %d", i)
+				assert.NotEmpty(t, ev["stack"], "event %d: a kernel stack", i)
+			}
+			assert.EqualValues(t, 1, sum.Losses.FilterRejects, "the open that succeeded")
+			assert.Zero(t, sum.Losses.StackFailures)
+			assertNothingAttached(t)
+		})
+	}
+}
