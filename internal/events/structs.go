@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/binary"
 	"strconv"
+	"strings"
 
 	"github.com/cilium/ebpf/btf"
 )
@@ -24,6 +25,9 @@ type structFmt struct {
 	data []byte
 	json bool
 	cut  bool
+	// member is the name of the member being shown ("" in arrays and at
+	// the top).
+	member string
 }
 
 // AppendStruct appends the struct or union t read as data (its first
@@ -66,6 +70,14 @@ func (f *structFmt) value(b []byte, t btf.Type, off uint32, depth int) []byte {
 		}
 		if size > 8 {
 			return f.hex(b, raw)
+		}
+		if !f.json && v.Encoding&btf.Signed == 0 {
+			switch intBase(t, f.member) {
+			case 16:
+				return strconv.AppendUint(append(b, "0x"...), le(raw), 16)
+			case 8:
+				return strconv.AppendUint(append(b, '0'), le(raw), 8)
+			}
 		}
 		return appendInt(b, le(raw), size, v.Encoding&btf.Signed != 0)
 	case *btf.Enum:
@@ -164,9 +176,45 @@ func (f *structFmt) members(b []byte, ms []btf.Member, off uint32, depth int, fi
 			b = f.bitfield(b, m.Type, bit, uint32(m.BitfieldSize))
 			continue
 		}
+		f.member = m.Name
 		b = f.value(b, m.Type, bit/8, depth+1)
+		f.member = ""
 	}
 	return b
+}
+
+// flagTypes are unsigned typedefs of bit sets, shown in hex in text
+// output (JSON keeps numbers).
+var flagTypes = map[string]bool{"fmode_t": true, "gfp_t": true, "blk_opf_t": true, "vm_flags_t": true,
+	"slab_flags_t": true, "fop_flags_t": true, "iop_flags_t": true, "netdev_features_t": true}
+
+// intBase is how text output shows an unsigned integer of type t held in
+// a member named member: 8 for a umode_t (file type and permission bits,
+// as ls shows them), 16 for a flag set (a typedef of flagTypes or named
+// *_flags_t, or a member named flags or *_flags), else 10.
+func intBase(t btf.Type, member string) int {
+	for i := 0; i < 8 && t != nil; i++ {
+		switch v := t.(type) {
+		case *btf.Typedef:
+			switch {
+			case v.Name == "umode_t":
+				return 8
+			case flagTypes[v.Name] || strings.HasSuffix(v.Name, "flags_t"):
+				return 16
+			}
+			t = v.Type
+		case *btf.Const:
+			t = v.Type
+		case *btf.Volatile:
+			t = v.Type
+		default:
+			t = nil
+		}
+	}
+	if member == "flags" || strings.HasSuffix(member, "_flags") {
+		return 16
+	}
+	return 10
 }
 
 // partial reports whether a member of type t is shown in part when its

@@ -77,7 +77,7 @@ func objBytes() []byte {
 
 func TestAppendStruct(t *testing.T) {
 	data := objBytes()
-	assert.Equal(t, `{mode=4882461, state=ST_CLOSED, name={hash=3379179113, len=8, hash_len=37738917481, name=0xff29e3f4c1475938}, `+
+	assert.Equal(t, `{mode=0x4a801d, state=ST_CLOSED, name={hash=3379179113, len=8, hash_len=37738917481, name=0xff29e3f4c1475938}, `+
 		`comm="host", ra=[-1, 7, -2147483648], lo=5, hi=-2, kind=ST_OPEN, ok=true, pairs=[{a=1, b=2}, {a=3, b=65535}], next=0xffffffff81000000, prev=NULL}`,
 		string(AppendStruct(nil, fObj, data, false)))
 	j := map[string]any{}
@@ -90,11 +90,11 @@ func TestAppendStruct(t *testing.T) {
 
 	// Truncated by the byte bound: "..." where the bytes end, in every
 	// struct still open.
-	assert.Equal(t, `{mode=4882461, state=ST_CLOSED, name={hash=3379179113, len=8, hash_len=37738917481, ...}}`,
+	assert.Equal(t, `{mode=0x4a801d, state=ST_CLOSED, name={hash=3379179113, len=8, hash_len=37738917481, ...}}`,
 		string(AppendStruct(nil, fObj, data[:20], false)))
-	assert.Equal(t, `{mode=4882461, state=ST_CLOSED, name={hash=3379179113, len=8, hash_len=37738917481, name=0xff29e3f4c1475938}, comm="hos"...}`,
+	assert.Equal(t, `{mode=0x4a801d, state=ST_CLOSED, name={hash=3379179113, len=8, hash_len=37738917481, name=0xff29e3f4c1475938}, comm="hos"...}`,
 		string(AppendStruct(nil, fObj, data[:27], false)))
-	assert.Equal(t, `{mode=4882461, state=ST_CLOSED, name={hash=3379179113, len=8, hash_len=37738917481, name=0xff29e3f4c1475938}, comm="host", ra=[-1, ...]}`,
+	assert.Equal(t, `{mode=0x4a801d, state=ST_CLOSED, name={hash=3379179113, len=8, hash_len=37738917481, name=0xff29e3f4c1475938}, comm="host", ra=[-1, ...]}`,
 		string(AppendStruct(nil, fObj, data[:36], false)))
 	assert.Equal(t, `{"mode":4882461,"...":true}`, string(AppendStruct(nil, fObj, data[:6], true)))
 
@@ -139,7 +139,7 @@ func TestStructValueRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	got := string((&Text{Table: tbl}).Append(nil, &ev))
-	assert.Contains(t, got, `{how->flags=32768, *how={mode=4882461, state=ST_CLOSED, name={hash=3379179113, len=8, `)
+	assert.Contains(t, got, `{how->flags=32768, *how={mode=0x4a801d, state=ST_CLOSED, name={hash=3379179113, len=8, `)
 	assert.Contains(t, got, `prev=NULL}}`)
 	j := decodeJSON(t, (&JSON{Table: tbl}).Append(nil, &ev))
 	v := j["values"].(map[string]any)
@@ -160,4 +160,19 @@ func TestStructValueRecord(t *testing.T) {
 	copy(big, raw[:ValsSize])
 	_, err = d.Decode(big, &ev)
 	assert.ErrorContains(t, err, "record with values of 913 bytes, want 400 to 912")
+}
+
+// Text shows flag sets in hex and file modes in octal; JSON keeps numbers.
+func TestAppendStructBases(t *testing.T) {
+	umode := &btf.Typedef{Name: "umode_t", Type: &btf.Int{Name: "unsigned short", Size: 2}}
+	gfp := &btf.Typedef{Name: "gfp_t", Type: fU32}
+	s := &btf.Struct{Name: "x", Size: 16, Members: []btf.Member{
+		{Name: "i_mode", Type: umode},
+		{Name: "gfp", Type: gfp, Offset: 32},
+		{Name: "f_flags", Type: fU32, Offset: 64},
+		{Name: "count", Type: fU32, Offset: 96},
+	}}
+	data := []byte{0xa4, 0x81, 0, 0, 0xc0, 0x0c, 0, 0, 0x00, 0x80, 0, 0, 7, 0, 0, 0}
+	assert.Equal(t, `{i_mode=0100644, gfp=0xcc0, f_flags=0x8000, count=7}`, string(AppendStruct(nil, s, data, false)))
+	assert.Equal(t, `{"i_mode":33188,"gfp":3264,"f_flags":32768,"count":7}`, string(AppendStruct(nil, s, data, true)))
 }
