@@ -69,7 +69,10 @@ const (
 // Tail is added and Mask (when not 0) applied. Str: the result is the
 // address of a NUL-terminated string, read up to MaxStr bytes. Bytes (not
 // 0): the result is the address of a struct or union, of which Bytes
-// bytes are read (one read of at most MaxStructBytes).
+// bytes are read (one read of at most MaxStructBytes). Bits (not 0): a
+// bitfield of Bits bits, Shift bits above the start of the Size bytes the
+// last load reads; it is shifted down and cut (sign-extended when Signed)
+// before Tail and Mask. Bitfields are compiled in --filter only.
 type Fetch struct {
 	Src    uint8
 	Loads  []int32
@@ -79,6 +82,8 @@ type Fetch struct {
 	Str    bool
 	Mask   uint64
 	Bytes  uint16
+	Shift  uint8
+	Bits   uint8
 }
 
 // Term is one comparison of a fetched value with a constant, or (RHS
@@ -161,6 +166,9 @@ type cval struct {
 	typ     btf.Type
 	mask    uint64
 	usesRet bool
+	// A bitfield lvalue: bits bits, shift bits above the start of the
+	// unit bytes at tail.
+	bits, shift, unit uint8
 }
 
 type cconst struct {
@@ -572,12 +580,25 @@ func (c *checker) member(n *node, v *cval, _ *cconst) (*cval, *cconst, error) {
 		}
 		return nil, nil, c.errf(n, "%s", msg)
 	}
-	if m.BitfieldSize > 0 {
-		return nil, nil, c.errf(n, "%s is a bitfield, which is not supported", n.name)
-	}
 	nv := *v
-	nv.tail += int32(off)
 	nv.typ = m.Type
+	if m.BitfieldSize > 0 {
+		// The smallest read (1, 2, 4 or 8 bytes) from the byte holding
+		// its first bit that holds its last.
+		bitpos := (off-int64(m.Offset.Bytes()))*8 + int64(m.Offset)
+		shift, bits := uint8(bitpos%8), uint8(m.BitfieldSize)
+		unit := uint8(1)
+		for int(unit)*8 < int(shift)+int(bits) {
+			unit *= 2
+		}
+		if unit > 8 {
+			return nil, nil, c.errf(n, "%s: a bitfield of %d bits at bit %d spans more than 8 bytes", n.name, bits, shift)
+		}
+		nv.tail += int32(bitpos / 8)
+		nv.bits, nv.shift, nv.unit = bits, shift, unit
+		return &nv, nil, nil
+	}
+	nv.tail += int32(off)
 	return &nv, nil, nil
 }
 
@@ -669,6 +690,9 @@ func (c *checker) cast(n *node) (*cval, *cconst, error) {
 	}
 	if !scalar(t) {
 		return nil, nil, c.errf(n, "cast to %s: only integer, enum and pointer types", n.typ)
+	}
+	if v.bits > 0 {
+		return nil, nil, c.errf(n, "cast of a bitfield: compare it as it is")
 	}
 	nv := *v
 	nv.typ = t
@@ -791,6 +815,9 @@ func (c *checker) fetch(n *node, v *cval, str bool) (Fetch, error) {
 	}
 	f.Size = uint8(sizeof(v.typ))
 	f.Signed = isSigned(v.typ)
+	if v.bits > 0 {
+		f.Size, f.Shift, f.Bits = v.unit, v.shift, v.bits
+	}
 	return f, nil
 }
 

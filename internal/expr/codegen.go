@@ -347,7 +347,18 @@ func (g *gen) value(name string, f Fetch, fault string) error {
 		g.probeRead(fmt.Sprintf("%s.l%d", name, i), slotRead, n, false, fault)
 		g.emit(asm.LoadMem(asm.R1, asm.R10, slotRead, asm.DWord))
 	}
-	if size < 8 {
+	if f.Bits > 0 {
+		// A bitfield: down to bit 0, then cut to its width.
+		if f.Shift > 0 {
+			g.emit(asm.RSh.Imm(asm.R1, int32(f.Shift)))
+		}
+		sh := int32(64 - int(f.Bits))
+		if f.Signed {
+			g.emit(asm.LSh.Imm(asm.R1, sh), asm.ArSh.Imm(asm.R1, sh))
+		} else {
+			g.emit(asm.LSh.Imm(asm.R1, sh), asm.RSh.Imm(asm.R1, sh))
+		}
+	} else if size < 8 {
 		sh := int32(64 - 8*size)
 		switch {
 		case f.Signed:

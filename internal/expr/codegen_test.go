@@ -373,6 +373,40 @@ func TestPredicateTwoValues(t *testing.T) {
 	assert.True(t, signedCompare(Fetch{Size: 4, Signed: true}, Fetch{Size: 8, Signed: true}))
 }
 
+// Bitfields: the byte holding the field read, shifted down, cut to its
+// width, sign-extended when signed; refused as --arg values.
+func TestPredicateBitfields(t *testing.T) {
+	const file = kernelMem + 0x1000
+	m := &vm{}
+	f := make([]byte, 256)
+	f[112] = 0b1111_1101 // f_bits (3 bits at bit 0) = 5, the bits above set
+	m.put(file, f)
+	p, err := one(t, "file->f_bits == 5", env())
+	require.NoError(t, err)
+	assert.Equal(t, Fetch{Loads: []int32{112}, Size: 1, Bits: 3}, p.Terms[0].Fetch)
+	pr, err := CompilePredicates(map[uint32]*Plan{7: p})
+	require.NoError(t, err)
+	pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[7]))
+	assert.True(t, pass)
+	assert.Zero(t, faults)
+	f[112] = 0b0000_0010
+	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[7]))
+	assert.False(t, pass, "f_bits = 2")
+
+	// A signed 4-bit field at bit 3 of a 2-byte read: 0b1010 is -6.
+	t6 := Term{Fetch: Fetch{Src: 0, Loads: []int32{200}, Size: 2, Shift: 7, Bits: 4, Signed: true}, Op: OpEQ, K: ^uint64(5)}
+	pr, err = CompilePredicates(map[uint32]*Plan{1: {Terms: []Term{t6}, EntryOps: []byte{BoolPush}}})
+	require.NoError(t, err)
+	f[200], f[201] = 0x00, 0b0000_0101 // bits 7..10 = 1010 (bit 7 in byte 0 is 0, bits 8..10 = 101)
+	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[1]))
+	assert.True(t, pass, "-6")
+
+	s, err := ParseSet([]string{"file->f_bits"}, nil)
+	require.NoError(t, err)
+	_, _, err = s.CompileFunc(env())
+	assert.ErrorContains(t, err, "a bitfield as an --arg value is not supported yet")
+}
+
 func TestPredicateSharing(t *testing.T) {
 	// Two functions with the same predicate share one program; a third
 	// with another gets its own; exit-only predicates have no entry one.

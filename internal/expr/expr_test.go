@@ -209,7 +209,7 @@ func TestErrors(t *testing.T) {
 		{`buf < "x"`, `"<" on strings: use ==, != or ~ "prefix*"`},
 		{`buf ~ "a*b"`, `only a trailing '*' (prefix match) is supported`},
 		{"ret", ""},
-		{"file->f_bits == 1", `f_bits is a bitfield, which is not supported`},
+		{"(int)file->f_bits == 1", `cast of a bitfield`},
 		{"file->f_ra[4] == 1", `index 4 out of range of int[4]`},
 		{"file->f_path == 1", `is a struct path: name one of its fields (mnt, dentry)`},
 		{"count == pos", `"==" compares a size_t with a loff_t *: a pointer compares with a pointer, an integer with an integer`},
