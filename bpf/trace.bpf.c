@@ -643,8 +643,8 @@ static __always_inline void xvals(const struct xprog *p, const struct xctx *c, s
  * cost ~530 (compare --body predicate). sel picks the function's entry or
  * exit program (xprog.pentry/pexit, 1-based); args are the call's
  * arguments (its entry's at exit), ret its return value (exit). Returns 1
- * (pass) or 0 (reject) in bit 0 and the number of faulted comparisons
- * above it (a faulted comparison is false). A static subprogram: the
+ * (pass) or 0 (reject); a faulted comparison is false and counted
+ * (FTP_STAT_X_FAULT) by the generated code. A static subprogram: the
  * verifier checks it in each caller's context (args on the caller's
  * stack). The stub keeps its three arguments live and its result opaque,
  * so clang neither drops nor folds them. */
@@ -655,16 +655,12 @@ static __attribute__((noinline)) __u64 xpred(__u64 *args, __u64 ret, __u64 sel)
 	return r;
 }
 
-/* xpass runs function's predicate sel (0: none, the call passes),
- * counting faulted comparisons. */
+/* xpass runs function's predicate sel (0: none, the call passes). */
 static __always_inline int xpass(__u64 *args, __u64 ret, __u32 sel)
 {
 	if (!sel)
 		return 1;
-	__u64 r = xpred(args, ret, sel);
-	if (r >> 1)
-		count_n(FTP_STAT_X_FAULT, r >> 1);
-	return r & 1;
+	return xpred(args, ret, sel) != 0;
 }
 
 static __always_inline struct xprog *xprog_of(__u32 func_id)
@@ -1045,6 +1041,13 @@ static __always_inline int rejected_at_entry(__u64 pid_tgid, __u32 func_id, stru
 			f->rejected = 1;
 			if (window)
 				f->win = st->window;
+		} else {
+			/* Beyond the stack: its exit pops an overflow entry
+			 * (on_exit, counted as an exit hit), so it is one, counted
+			 * as an entry hit too, to keep entries and exits paired. */
+			st->overflow++;
+			count(FTP_STAT_DEPTH_OVERFLOW);
+			count(FTP_STAT_ENTRY_HITS);
 		}
 	}
 	return 1;

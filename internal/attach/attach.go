@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -258,7 +259,11 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if err := setFilters(spec, opts, hashFrames); err != nil {
 		return nil, err
 	}
-	preds, err := expr.CompilePredicates(opts.Exprs)
+	fc, err := FaultCounterOf(spec)
+	if err != nil {
+		return nil, err
+	}
+	preds, err := expr.CompilePredicates(opts.Exprs, fc)
 	if err != nil {
 		return nil, fmt.Errorf("attach: compile --filter: %w", err)
 	}
@@ -1320,6 +1325,19 @@ func (t *Tracer) Aggregates() ([]FuncAgg, error) {
 		return nil, fmt.Errorf("read errs: %w", err)
 	}
 	return out, nil
+}
+
+// FaultCounterOf is where the compiled --filter predicates of spec (the
+// trace object, bpfobj.LoadTrace) count a faulted read: this CPU's
+// FTP_STAT_X_FAULT counter in ftp_stats (statsRows' layout).
+func FaultCounterOf(spec *ebpf.CollectionSpec) (expr.FaultCounter, error) {
+	v := spec.Variables["ftp_stats"]
+	var rows statsRows
+	if v == nil || int(v.Size()) != int(unsafe.Sizeof(rows)) {
+		return expr.FaultCounter{}, errors.New("BPF object lacks ftp_stats of the expected size")
+	}
+	return expr.FaultCounter{Map: v.SectionName, Off: v.Offset + uint32(bpfobj.TraceFtpStatFTP_STAT_X_FAULT)*8,
+		Rows: uint32(len(rows)), RowBytes: uint32(len(rows[0]) * 8)}, nil
 }
 
 // patchPredicates puts the compiled --filter predicates (pr) in place of

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/stretchr/testify/assert"
@@ -123,7 +124,7 @@ func TestTrampolineCodePredicates(t *testing.T) {
 	require.NoError(t, err)
 	plan := &expr.Plan{Terms: []expr.Term{{Fetch: expr.Fetch{Src: 2, Size: 8}, Op: expr.OpEQ, K: 0x5eedf11e5eedf11e}},
 		EntryOps: []byte{expr.BoolPush}}
-	pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan})
+	pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan}, mustFaults(t, spec))
 	require.NoError(t, err)
 	require.NoError(t, patchPredicates(spec, pr))
 	var body bytes.Buffer
@@ -153,4 +154,11 @@ func TestTrampolineCodePredicates(t *testing.T) {
 		}
 		assert.Positive(t, calls, name)
 	}
+}
+
+func mustFaults(t *testing.T, spec *ebpf.CollectionSpec) expr.FaultCounter {
+	t.Helper()
+	fc, err := FaultCounterOf(spec)
+	require.NoError(t, err)
+	return fc
 }

@@ -29,12 +29,23 @@ func TestVerifyHost(t *testing.T) {
 		spec.Variables["x_entry"].Set(x[0])
 		spec.Variables["x_exit"].Set(x[1])
 		spec.Variables["x_vals"].Set(x[2])
+		// Function 0: an integer and a string comparison through two
+		// reads at entry, ret at exit. Function 1: the worst case, 8
+		// comparisons each through two reads, at entry.
 		plan := &expr.Plan{Terms: []expr.Term{
 			{Fetch: expr.Fetch{Src: 2, Size: 8}, Op: expr.OpEQ, K: 1},
 			{Fetch: expr.Fetch{Loads: []int32{72, 40}, Size: 8, Str: true}, Op: expr.OpSEQ, S: "hostname"},
 			{Fetch: expr.Fetch{Src: expr.SrcRet, Size: 8, Signed: true}, Op: expr.OpEQ, K: ^uint64(1)},
 		}, EntryOps: []byte{expr.BoolPush, expr.BoolPush | 1, expr.BoolAnd}, ExitOps: []byte{expr.BoolPush | 2}}
-		pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan})
+		wide := &expr.Plan{}
+		for i := 0; i < expr.MaxTerms; i++ {
+			wide.Terms = append(wide.Terms, expr.Term{Fetch: expr.Fetch{Loads: []int32{int32(8 * i), 16}, Size: 4}, Op: expr.OpGT, K: uint64(i)})
+			wide.EntryOps = append(wide.EntryOps, expr.BoolPush|byte(i))
+			if i > 0 {
+				wide.EntryOps = append(wide.EntryOps, expr.BoolOr)
+			}
+		}
+		pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan, 1: wide}, mustFaults(t, spec))
 		if err != nil {
 			t.Fatal(err)
 		}

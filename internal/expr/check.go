@@ -70,8 +70,8 @@ const (
 // address of a NUL-terminated string, read up to MaxStr bytes. Bytes (not
 // 0): the result is the address of a struct or union, of which Bytes
 // bytes are read (one read of at most MaxStructBytes). Bits (not 0): a
-// bitfield of Bits bits, Shift bits above the start of the Size bytes the
-// last load reads; it is shifted down and cut (sign-extended when Signed)
+// bitfield of Bits bits, Shift bits above the start of the Size bytes
+// (1 to 8) the last load reads; it is shifted down and cut (sign-extended when Signed)
 // before Tail and Mask. Bitfields are compiled in --filter only.
 type Fetch struct {
 	Src    uint8
@@ -583,14 +583,11 @@ func (c *checker) member(n *node, v *cval, _ *cconst) (*cval, *cconst, error) {
 	nv := *v
 	nv.typ = m.Type
 	if m.BitfieldSize > 0 {
-		// The smallest read (1, 2, 4 or 8 bytes) from the byte holding
-		// its first bit that holds its last.
+		// One read from the byte holding its first bit to the one
+		// holding its last (1 to 8 bytes).
 		bitpos := (off-int64(m.Offset.Bytes()))*8 + int64(m.Offset)
 		shift, bits := uint8(bitpos%8), uint8(m.BitfieldSize)
-		unit := uint8(1)
-		for int(unit)*8 < int(shift)+int(bits) {
-			unit *= 2
-		}
+		unit := uint8((int(shift) + int(bits) + 7) / 8) // no byte past the field
 		if unit > 8 {
 			return nil, nil, c.errf(n, "%s: a bitfield of %d bits at bit %d spans more than 8 bytes", n.name, bits, shift)
 		}
@@ -963,16 +960,34 @@ func (c *checker) compareValues(n *node, v, w *cval) (*bnode, error) {
 }
 
 // signedCompare: C's usual arithmetic conversions for two integers of at
-// most 8 bytes, both widened to 64 bits by their fetch.
+// most 8 bytes, both widened to 64 bits by their fetch. A bitfield
+// narrower than int promotes to int; one of 32 bits compares as its
+// type's 4-byte integer, a wider one as its 8-byte type.
 func signedCompare(a, b Fetch) bool {
-	if a.Signed == b.Signed {
-		return a.Signed
+	type cint struct {
+		signed bool
+		size   uint8
 	}
-	s, u := a, b
-	if b.Signed {
-		s, u = b, a
+	conv := func(f Fetch) cint {
+		switch {
+		case f.Bits == 0:
+			return cint{f.Signed, f.Size}
+		case f.Bits < 32:
+			return cint{true, 4}
+		case f.Bits == 32:
+			return cint{f.Signed, 4}
+		}
+		return cint{f.Signed, 8}
 	}
-	return u.Size < 4 || u.Size < max(s.Size, 4)
+	x, y := conv(a), conv(b)
+	if x.signed == y.signed {
+		return x.signed
+	}
+	s, u := x, y
+	if y.signed {
+		s, u = y, x
+	}
+	return u.size < 4 || u.size < max(s.size, 4)
 }
 
 // operandText is the text of the value side of a comparison.

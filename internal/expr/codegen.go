@@ -18,17 +18,20 @@ const PredicateFunc = "xpred"
 // BPF instructions: the body of bpf/trace.bpf.c's xpred(args, ret, sel)
 // subprogram. sel picks one program (1-based); identical programs are
 // shared, so a wildcard with one filter costs one program. A program
-// returns 1 (pass) or 0 (reject) in bit 0 of r0 and the number of faulted
-// comparisons above it; a faulted comparison is false.
+// returns 1 (pass) or 0 (reject); a faulted comparison is false and adds
+// one to the fault counter (Faults) itself, so that the caller branches
+// on the result only: a branch on a value that also carried the fault
+// count would make the verifier tell apart every combination of faults
+// (3^comparisons paths instead of 2^comparisons).
 //
 // Generated code, not an interpreter: a rejected call then costs the
 // comparisons it makes (a few instructions each, plus one probe read per
 // dereference), where bpf/trace.bpf.c's interpreter before session 9 cost
 // ~530 instructions per call (compare --body predicate, icount). Calling
 // convention: r1 = args (u64[MaxArgs] on the caller's stack), r2 = ret,
-// r3 = sel; r6-r9 hold args, ret, the fault count and the comparison
-// bits; the stack holds one 8-byte read slot (fp-8), a string buffer
-// (fp-80..fp-9) and the left value of a comparison of two values (fp-88).
+// r3 = sel; r6, r7 and r9 hold args, ret and the comparison bits; the
+// stack holds one 8-byte read slot (fp-8), a string buffer (fp-80..fp-9)
+// and the left value of a comparison of two values (fp-88).
 type Predicates struct {
 	Insns asm.Instructions
 	// Entry and Exit are each function's program number (struct
@@ -36,6 +39,17 @@ type Predicates struct {
 	Entry, Exit map[uint32]uint16
 	// Programs is the number of distinct programs.
 	Programs int
+}
+
+// FaultCounter is where a faulted comparison is counted: a per-CPU row
+// of a global array (bpf/trace.bpf.c's ftp_stats, in the map Map): the
+// counter of CPU c is at Off + (c & (Rows-1)) * RowBytes. Rows and
+// RowBytes are powers of two.
+type FaultCounter struct {
+	Map      string // the map holding the global (".bss")
+	Off      uint32 // byte offset of CPU 0's counter in the map's value
+	Rows     uint32
+	RowBytes uint32
 }
 
 // Stack layout of xpred.
@@ -48,7 +62,10 @@ const (
 // CompilePredicates compiles the entry and exit predicates of plans (by
 // function ID). Without any predicate it returns nil. Errors: a term the
 // code generator cannot express (internal error).
-func CompilePredicates(plans map[uint32]*Plan) (*Predicates, error) {
+func CompilePredicates(plans map[uint32]*Plan, faults FaultCounter) (*Predicates, error) {
+	if faults.Rows == 0 || faults.Rows&(faults.Rows-1) != 0 || faults.RowBytes == 0 || faults.RowBytes&(faults.RowBytes-1) != 0 {
+		return nil, fmt.Errorf("predicate code: fault counter rows %d of %d bytes: want powers of two", faults.Rows, faults.RowBytes)
+	}
 	type prog struct {
 		terms []Term
 		ops   []byte
@@ -78,15 +95,19 @@ func CompilePredicates(plans map[uint32]*Plan) (*Predicates, error) {
 			}
 			rops = append(rops, BoolPush|remap[t])
 		}
+		// The key holds the right-hand values' contents, not their
+		// addresses (each function's plan has its own).
+		var flat []Term
 		var rhs []Fetch
 		for _, t := range terms {
+			r := Fetch{}
 			if t.RHS != nil {
-				rhs = append(rhs, *t.RHS)
-			} else {
-				rhs = append(rhs, Fetch{})
+				r = *t.RHS
 			}
+			t.RHS = nil
+			flat, rhs = append(flat, t), append(rhs, r)
 		}
-		key := fmt.Sprintf("%#v|%#v|%x", terms, rhs, rops)
+		key := fmt.Sprintf("%#v|%#v|%x", flat, rhs, rops)
 		if n, ok := index[key]; ok {
 			return n
 		}
@@ -113,22 +134,23 @@ func CompilePredicates(plans map[uint32]*Plan) (*Predicates, error) {
 	if len(progs) > math.MaxUint16 {
 		return nil, fmt.Errorf("%d distinct predicates, at most %d", len(progs), math.MaxUint16)
 	}
-	g := &gen{labels: map[string]int{}}
+	g := &gen{labels: map[string]int{}, faults: faults}
 	g.emit(
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.Mov.Reg(asm.R7, asm.R2),
-		asm.Mov.Imm(asm.R8, 0),
 	)
-	for i := range progs {
-		g.jump(asm.JEq.Imm(asm.R3, int32(i+1), ""), fmt.Sprintf("p%d", i+1))
-	}
-	g.emit(asm.Mov.Imm(asm.R0, 1), asm.Return())
+	// Each program behind the test of its number, which jumps over it
+	// when sel differs: every jump spans one program, however many
+	// there are.
 	for i, p := range progs {
-		g.label(fmt.Sprintf("p%d", i+1))
-		if err := g.program(fmt.Sprintf("p%d", i+1), p.terms, p.ops); err != nil {
+		name := fmt.Sprintf("p%d", i+1)
+		g.jump(asm.JNE.Imm(asm.R3, int32(i+1), ""), name+".skip")
+		if err := g.program(name, p.terms, p.ops); err != nil {
 			return nil, err
 		}
+		g.label(name + ".skip")
 	}
+	g.emit(asm.Mov.Imm(asm.R0, 1), asm.Return())
 	insns, err := g.finish()
 	if err != nil {
 		return nil, err
@@ -186,6 +208,7 @@ type gen struct {
 	insns  asm.Instructions
 	labels map[string]int // label → instruction index
 	fixups []fixup
+	faults FaultCounter
 }
 
 type fixup struct {
@@ -280,13 +303,27 @@ func (g *gen) program(name string, terms []Term, ops []byte) error {
 		g.label(done)
 		g.emit(asm.RSh.Reg(asm.R0, asm.R2))
 	}
-	g.emit(
-		asm.And.Imm(asm.R0, 1),
-		asm.LSh.Imm(asm.R8, 1),
-		asm.Or.Reg(asm.R0, asm.R8),
-		asm.Return(),
-	)
+	g.emit(asm.And.Imm(asm.R0, 1), asm.Return())
 	return nil
+}
+
+// countFault emits the atomic increment of this CPU's fault counter
+// (clobbers r0-r5).
+func (g *gen) countFault() {
+	f := g.faults
+	shift := int32(0)
+	for 1<<shift < f.RowBytes {
+		shift++
+	}
+	g.emit(
+		asm.FnGetSmpProcessorId.Call(),
+		asm.And.Imm(asm.R0, int32(f.Rows-1)),
+		asm.LSh.Imm(asm.R0, shift),
+		asm.LoadMapValue(asm.R1, 0, f.Off).WithReference(f.Map),
+		asm.Add.Reg(asm.R1, asm.R0),
+		asm.Mov.Imm(asm.R2, 1),
+		asm.StoreXAdd(asm.R1, asm.R2, asm.DWord),
+	)
 }
 
 // probeRead emits a probe read of size bytes at the address in r3 into
@@ -382,8 +419,8 @@ func (g *gen) value(name string, f Fetch, fault string) error {
 	return nil
 }
 
-// term emits one comparison: bit i of r9 set when true, r8 incremented
-// when a read faulted (the comparison is then false).
+// term emits one comparison: bit i of r9 set when true; a faulted read
+// counted (the comparison is then false).
 func (g *gen) term(name string, t Term, bit int) error {
 	yes, next, fault := name+".yes", name+".next", name+".fault"
 	if err := g.value(name, t.Fetch, fault); err != nil {
@@ -421,7 +458,7 @@ func (g *gen) term(name string, t Term, bit int) error {
 		// (Only when a read can fault: the verifier refuses
 		// unreachable instructions.)
 		g.label(fault)
-		g.emit(asm.Add.Imm(asm.R8, 1))
+		g.countFault()
 		g.jump(asm.Ja.Label(""), next)
 	}
 	g.label(yes)

@@ -1,11 +1,13 @@
 package expr
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"testing"
 
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,9 +30,22 @@ type region struct {
 const (
 	stackTop  = uint64(0x7000_0000)
 	argsBase  = uint64(0x6000_0000)
+	bssBase   = uint64(0x6100_0000) // the fault counters' map value
 	kernelMem = uint64(0xffff_8880_0000_0000)
 	userMem   = uint64(0x5555_0000_0000)
+	vmCPU     = 3 // bpf_get_smp_processor_id in the vm
 )
+
+// testFaults: 4 rows of 64 bytes, the counter 40 bytes into each: the
+// vm's CPU 3 counts at 40 + 3*64.
+var testFaults = FaultCounter{Map: ".bss", Off: 40, Rows: 4, RowBytes: 64}
+
+func compile(t *testing.T, plans map[uint32]*Plan) *Predicates {
+	t.Helper()
+	pr, err := CompilePredicates(plans, testFaults)
+	require.NoError(t, err)
+	return pr
+}
 
 func (m *vm) find(addr uint64, n int) []byte {
 	for _, r := range m.regions {
@@ -43,13 +58,26 @@ func (m *vm) find(addr uint64, n int) []byte {
 
 func (m *vm) run(t *testing.T, insns asm.Instructions, args [MaxArgs]uint64, ret, sel uint64) (pass bool, faults uint64) {
 	t.Helper()
+	// What the kernel gets: the instructions as encoded (an immediate
+	// that does not fit would not survive), decoded again.
+	var enc bytes.Buffer
+	require.NoError(t, insns.Marshal(&enc, binary.LittleEndian))
+	insns, err := asm.AppendInstructions(nil, &enc, binary.LittleEndian, "linux")
+	require.NoError(t, err)
 	stack := make([]byte, 512)
+	for i := range stack {
+		stack[i] = 0xa5 // garbage: a read of an unwritten slot shows
+	}
 	ab := make([]byte, 8*MaxArgs)
 	for i, a := range args {
 		binary.LittleEndian.PutUint64(ab[8*i:], a)
 	}
-	m.regions = append([]region{{stackTop - 512, stack}, {argsBase, ab}}, m.regions...)
-	defer func() { m.regions = m.regions[2:] }()
+	bss := make([]byte, testFaults.Rows*testFaults.RowBytes)
+	m.regions = append([]region{{stackTop - 512, stack}, {argsBase, ab}, {bssBase, bss}}, m.regions...)
+	defer func() {
+		m.regions = m.regions[3:]
+		faults = binary.LittleEndian.Uint64(bss[testFaults.Off+vmCPU*testFaults.RowBytes:])
+	}()
 	// Raw offsets: a 64-bit immediate load takes two slots.
 	var idx []int // raw slot → instruction index
 	for i, ins := range insns {
@@ -107,7 +135,12 @@ func (m *vm) run(t *testing.T, insns asm.Instructions, args [MaxArgs]uint64, ret
 			default:
 				t.Fatalf("insn %d: ALU op %v", pc, ins)
 			}
+		case op.IsDWordLoad() && ins.Src == asm.PseudoMapValue:
+			// The map's fd (unset here) in the low half, the offset
+			// in its value in the high half.
+			r[ins.Dst] = bssBase + uint64(ins.Constant)>>32
 		case op.IsDWordLoad():
+			require.Equal(t, asm.Register(0), ins.Src, "insn %d: %v", pc, ins)
 			r[ins.Dst] = uint64(ins.Constant)
 		case cls == asm.LdXClass:
 			n := int(op.Size().Sizeof())
@@ -116,6 +149,12 @@ func (m *vm) run(t *testing.T, insns asm.Instructions, args [MaxArgs]uint64, ret
 			var v [8]byte
 			copy(v[:], b)
 			r[ins.Dst] = binary.LittleEndian.Uint64(v[:])
+		case cls == asm.StXClass && op.Mode() == asm.AtomicMode:
+			require.Equal(t, asm.DWord, op.Size(), "insn %d: %v", pc, ins)
+			require.Equal(t, int64(asm.AddAtomic), ins.Constant, "insn %d: %v", pc, ins)
+			b := m.find(r[ins.Dst]+uint64(int64(ins.Offset)), 8)
+			require.NotNil(t, b, "insn %d: atomic outside memory: %v", pc, ins)
+			binary.LittleEndian.PutUint64(b, binary.LittleEndian.Uint64(b)+r[ins.Src])
 		case cls == asm.StClass || cls == asm.StXClass:
 			n := int(op.Size().Sizeof())
 			b := m.find(r[ins.Dst]+uint64(int64(ins.Offset)), n)
@@ -131,7 +170,8 @@ func (m *vm) run(t *testing.T, insns asm.Instructions, args [MaxArgs]uint64, ret
 			jo := op.JumpOp()
 			switch jo {
 			case asm.Exit:
-				return r[0]&1 == 1, r[0] >> 1
+				require.LessOrEqual(t, r[0], uint64(1), "xpred returns 0 or 1")
+				return r[0] == 1, 0
 			case asm.Call:
 				r[0] = m.helper(t, asm.BuiltinFunc(ins.Constant), r[1], r[2], r[3])
 				r[1], r[2], r[3], r[4], r[5] = 0xdead, 0xdead, 0xdead, 0xdead, 0xdead // clobbered
@@ -162,6 +202,9 @@ func (m *vm) run(t *testing.T, insns asm.Instructions, args [MaxArgs]uint64, ret
 // the kernel ones only above (a wrong choice faults, as on a real kernel
 // with a non-overlapping address space).
 func (m *vm) helper(t *testing.T, fn asm.BuiltinFunc, dst, size, src uint64) uint64 {
+	if fn == asm.FnGetSmpProcessorId {
+		return vmCPU
+	}
 	user := src < 1<<63
 	want := map[asm.BuiltinFunc]bool{asm.FnProbeReadUser: true, asm.FnProbeReadUserStr: true,
 		asm.FnProbeReadKernel: false, asm.FnProbeReadKernelStr: false}
@@ -208,8 +251,7 @@ func compileOne(t *testing.T, src string) (*Plan, *Predicates) {
 	t.Helper()
 	p, err := one(t, src, env())
 	require.NoError(t, err)
-	pr, err := CompilePredicates(map[uint32]*Plan{7: p})
-	require.NoError(t, err)
+	pr := compile(t, map[uint32]*Plan{7: p})
 	require.NotNil(t, pr)
 	return p, pr
 }
@@ -339,7 +381,7 @@ func TestPredicateTwoValues(t *testing.T) {
 	require.NotNil(t, p.Terms[0].RHS)
 	assert.Equal(t, uint8(OpGT), p.Terms[0].Op, "size_t against unsigned int: unsigned")
 	assert.False(t, p.EntryRegsOnly())
-	pr, err := CompilePredicates(map[uint32]*Plan{7: p})
+	pr, err := CompilePredicates(map[uint32]*Plan{7: p}, testFaults)
 	require.NoError(t, err)
 	for _, c := range []struct {
 		count uint64
@@ -361,7 +403,7 @@ func TestPredicateTwoValues(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint8(OpLT), p.Terms[0].Op)
 	assert.True(t, p.ExitArgs)
-	pr, err = CompilePredicates(map[uint32]*Plan{7: p})
+	pr, err = CompilePredicates(map[uint32]*Plan{7: p}, testFaults)
 	require.NoError(t, err)
 	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, 5}, 3, uint64(pr.Exit[7]))
 	assert.True(t, pass, "3 < 5")
@@ -384,7 +426,7 @@ func TestPredicateBitfields(t *testing.T) {
 	p, err := one(t, "file->f_bits == 5", env())
 	require.NoError(t, err)
 	assert.Equal(t, Fetch{Loads: []int32{112}, Size: 1, Bits: 3}, p.Terms[0].Fetch)
-	pr, err := CompilePredicates(map[uint32]*Plan{7: p})
+	pr, err := CompilePredicates(map[uint32]*Plan{7: p}, testFaults)
 	require.NoError(t, err)
 	pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[7]))
 	assert.True(t, pass)
@@ -393,9 +435,9 @@ func TestPredicateBitfields(t *testing.T) {
 	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[7]))
 	assert.False(t, pass, "f_bits = 2")
 
-	// A signed 4-bit field at bit 3 of a 2-byte read: 0b1010 is -6.
+	// A signed 4-bit field at bit 7 of a 2-byte read: 0b1010 is -6.
 	t6 := Term{Fetch: Fetch{Src: 0, Loads: []int32{200}, Size: 2, Shift: 7, Bits: 4, Signed: true}, Op: OpEQ, K: ^uint64(5)}
-	pr, err = CompilePredicates(map[uint32]*Plan{1: {Terms: []Term{t6}, EntryOps: []byte{BoolPush}}})
+	pr, err = CompilePredicates(map[uint32]*Plan{1: {Terms: []Term{t6}, EntryOps: []byte{BoolPush}}}, testFaults)
 	require.NoError(t, err)
 	f[200], f[201] = 0x00, 0b0000_0101 // bits 7..10 = 1010 (bit 7 in byte 0 is 0, bits 8..10 = 101)
 	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[1]))
@@ -416,7 +458,7 @@ func TestPredicateSharing(t *testing.T) {
 		require.NoError(t, err)
 		plans[id] = p
 	}
-	pr, err := CompilePredicates(plans)
+	pr, err := CompilePredicates(plans, testFaults)
 	require.NoError(t, err)
 	assert.Equal(t, 3, pr.Programs)
 	assert.Equal(t, pr.Entry[1], pr.Entry[2])
@@ -435,7 +477,7 @@ func TestPredicateSharing(t *testing.T) {
 	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{}, ^uint64(2), uint64(pr.Exit[4]))
 	assert.False(t, pass)
 
-	none, err := CompilePredicates(map[uint32]*Plan{1: {Values: []Value{{Expr: "count"}}}})
+	none, err := CompilePredicates(map[uint32]*Plan{1: {Values: []Value{{Expr: "count"}}}}, testFaults)
 	require.NoError(t, err)
 	assert.Nil(t, none)
 }
@@ -452,4 +494,88 @@ func TestPredicateTruthTable(t *testing.T) {
 	tab, err := Table([]byte{BoolPush | 0, BoolPush | 1, BoolOr, BoolNot}, 2)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(0b0001), tab[0]) // true only when both are false
+}
+
+// Identical predicates of two values share one program (the key holds
+// the right-hand value's contents), and a thousand distinct programs
+// still compile: each jump spans one program.
+func TestPredicateManyPrograms(t *testing.T) {
+	plans := map[uint32]*Plan{}
+	for id := uint32(0); id < 3; id++ {
+		p, err := one(t, "count > file->f_path.dentry->d_name.len", env())
+		require.NoError(t, err)
+		plans[id] = p
+	}
+	assert.Equal(t, 1, compile(t, plans).Programs)
+
+	plans = map[uint32]*Plan{}
+	for id := uint32(0); id < 1000; id++ {
+		p, err := one(t, fmt.Sprintf("count == %d", id), env())
+		require.NoError(t, err)
+		plans[id] = p
+	}
+	pr := compile(t, plans)
+	assert.Equal(t, 1000, pr.Programs)
+	m := &vm{}
+	for _, id := range []uint32{0, 517, 999} {
+		pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, uint64(id)}, 0, uint64(pr.Entry[id]))
+		assert.True(t, pass, "function %d, its own count", id)
+		pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, uint64(id + 1)}, 0, uint64(pr.Entry[id]))
+		assert.False(t, pass, "function %d, another count", id)
+	}
+}
+
+// Bitfields through the checker: offsets in bits inside an anonymous
+// union's struct, a signed field across a byte boundary, the read ending
+// at the field's last byte, and C's promotion of narrow fields to int.
+func TestPredicateBitfieldLayout(t *testing.T) {
+	bf := &btf.Struct{Name: "bf", Size: 16, Members: []btf.Member{
+		{Name: "a", Type: u32T},
+		{Name: "", Type: &btf.Union{Size: 8, Members: []btf.Member{
+			{Name: "", Type: &btf.Struct{Size: 8, Members: []btf.Member{
+				{Name: "x", Type: u32T, BitfieldSize: 3},              // bits 32..34 of bf
+				{Name: "y", Type: intT, Offset: 6, BitfieldSize: 5},   // bits 38..42: across bytes 4 and 5
+				{Name: "w", Type: u32T, Offset: 11, BitfieldSize: 20}, // bits 43..62: bytes 5..7
+			}}},
+			{Name: "raw", Type: u64T},
+		}}, Offset: 32},
+	}}
+	e := &Env{Func: "f", Proto: &btf.FuncProto{Return: intT, Params: []btf.FuncParam{
+		{Name: "p", Type: &btf.Pointer{Target: bf}}, {Name: "s", Type: intT}}}}
+	p, err := one(t, "p->y == -3", e)
+	require.NoError(t, err)
+	assert.Equal(t, Fetch{Loads: []int32{4}, Size: 2, Shift: 6, Bits: 5, Signed: true}, p.Terms[0].Fetch)
+	p, err = one(t, "p->w == 0xfffff", e)
+	require.NoError(t, err)
+	assert.Equal(t, Fetch{Loads: []int32{5}, Size: 3, Shift: 3, Bits: 20}, p.Terms[0].Fetch, "3 bytes: none past the field")
+
+	const addr = kernelMem + 0x4000
+	mem := make([]byte, 16)
+	raw := uint64(5) | uint64(0b11101)<<6 | uint64(0xfffff)<<11 // from byte 4 (bit 32): x=5, y=-3, w=all ones
+	binary.LittleEndian.PutUint64(mem[4:], raw)
+	m := &vm{}
+	m.put(addr, mem)
+	for _, c := range []struct {
+		src  string
+		s    int64
+		pass bool
+	}{
+		{"p->x == 5", 0, true},
+		{"p->y == -3", 0, true},
+		{"p->y < 0", 0, true},
+		{"p->w == 0xfffff", 0, true},
+		{"p->x > s", -1, true}, // x (3 bits) promotes to int: 5 > -1
+		{"p->w > s", -1, true}, // w (20 bits) too
+		{"p->x > s", 5, false},
+		{"p->x == 4", 0, false},
+	} {
+		p, err := one(t, c.src, e)
+		require.NoError(t, err, c.src)
+		pr := compile(t, map[uint32]*Plan{7: p})
+		pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{addr, uint64(c.s)}, 0, uint64(pr.Entry[7]))
+		assert.Equal(t, c.pass, pass, c.src)
+		assert.Zero(t, faults, c.src)
+	}
+	assert.True(t, signedCompare(Fetch{Size: 4, Bits: 31}, Fetch{Size: 4, Signed: true}), "unsigned w:31 against int: int")
+	assert.False(t, signedCompare(Fetch{Size: 4, Bits: 32}, Fetch{Size: 4, Signed: true}), "unsigned w:32 against int: unsigned")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/expr"
 	"github.com/ftprobe/ftprobe/internal/stats"
 	"github.com/ftprobe/ftprobe/internal/symbols"
@@ -185,7 +186,15 @@ func (o *Options) compileExprs(k *symbols.Kernel, fs []*symbols.Func) (map[uint3
 		}
 	}
 	if o.Verbose {
-		pr, err := expr.CompilePredicates(plans)
+		spec, err := bpfobj.LoadTrace()
+		if err != nil {
+			return nil, fmt.Errorf("trace: load BPF object: %w", err)
+		}
+		fc, err := attach.FaultCounterOf(spec)
+		if err != nil {
+			return nil, err
+		}
+		pr, err := expr.CompilePredicates(plans, fc)
 		if err != nil {
 			return nil, fmt.Errorf("trace: compile --filter: %w", err)
 		}
