@@ -524,6 +524,10 @@ func (p *Predicates) Describe() string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "--filter compiled to %d BPF instructions (%d distinct programs)", len(p.Insns), p.Programs)
+	progs := "programs"
+	if p.Programs == 1 {
+		progs = "program"
+	}
+	fmt.Fprintf(&b, "--filter compiled to %d BPF instructions (%d distinct %s)", len(p.Insns), p.Programs, progs)
 	return b.String()
 }
