@@ -599,6 +599,13 @@ func TestWildcard(t *testing.T) {
 			funcs := res.Funcs
 			if short {
 				funcs = funcs[:16]
+				if mode == attach.ModeFSession && e.kin.Arch == "arm64" {
+					// On arm64 fsession's 16 took 74 s (61 s attaching,
+					// CI-like loaded run); fentry attaches 16 trampolines
+					// here and fsession several in TestMemoryFlat,
+					// TestWideFunctions and TestStatAggregates: 8.
+					funcs = funcs[:8]
+				}
 			}
 			start := time.Now()
 			tr, err := attach.Open(attach.Options{Mode: mode, Funcs: funcs, Kernel: e.kin, BTF: e.k.Types})
