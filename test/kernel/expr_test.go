@@ -253,14 +253,7 @@ func TestFilterOnly(t *testing.T) {
 			needMode(t, e, mode)
 			o := trace.Options{Patterns: []string{"vfs_read"}, Mode: mode,
 				Predicates: []string{`count == 1 && file->f_path.dentry->d_name.name == "hostname"`}}
-			evs, sum := traceInThreadWith(t, o, func() {
-				_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 3})
-				require.NoError(t, err)
-				fd, err := unix.Open("/etc/hostname", unix.O_RDONLY, 0)
-				require.NoError(t, err)
-				unix.Read(fd, make([]byte, 4)) // four bytes: rejected at entry
-				unix.Close(fd)
-			})
+			evs, sum := traceInThreadWith(t, o, readHostname(t)) // the four-byte read: rejected at entry
 			entries := filterEvents(evs, "entry", "vfs_read")
 			require.Len(t, entries, 3, "%v", evs)
 			assert.Len(t, filterEvents(evs, "exit", "vfs_read"), 3)
@@ -292,14 +285,7 @@ func TestFilterTwoValuesStrings(t *testing.T) {
 			needMode(t, e, mode)
 			o := trace.Options{Patterns: []string{"vfs_read"}, Mode: mode,
 				Predicates: []string{`count > file->f_pos && file->f_path.dentry->d_name.name == "hostname"`}}
-			evs, sum := traceInThreadWith(t, o, func() {
-				_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 3})
-				require.NoError(t, err)
-				fd, err := unix.Open("/etc/hostname", unix.O_RDONLY, 0)
-				require.NoError(t, err)
-				unix.Read(fd, make([]byte, 4))
-				unix.Close(fd)
-			})
+			evs, sum := traceInThreadWith(t, o, readHostname(t))
 			entries := filterEvents(evs, "entry", "vfs_read")
 			require.Len(t, entries, 2, "%v", evs)
 			assert.Len(t, filterEvents(evs, "exit", "vfs_read"), 2)
@@ -327,5 +313,19 @@ func TestFilterTwoValuesStrings(t *testing.T) {
 			assert.Zero(t, sum.Losses.StackFailures)
 			assertNothingAttached(t)
 		})
+	}
+}
+
+// readHostname is the workload's three one-byte reads of /etc/hostname
+// (f_pos 0, 1, 2), then a four-byte read on a fresh descriptor (f_pos 0),
+// all on the calling thread.
+func readHostname(t *testing.T) func() {
+	return func() {
+		_, err := workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 3})
+		require.NoError(t, err)
+		fd, err := unix.Open("/etc/hostname", unix.O_RDONLY, 0)
+		require.NoError(t, err)
+		unix.Read(fd, make([]byte, 4))
+		unix.Close(fd)
 	}
 }
