@@ -1137,7 +1137,12 @@ emit:
 	r.h.nargs = nargs;
 	for (int i = 0; i < FTP_MAX_ARGS; i++)
 		r.args[i] = args[i];
-	__u64 n = nargs & 7;
+	/* Masked where clang cannot drop it (see FTP_SLOT): it knows nargs
+	 * <= FTP_MAX_ARGS from the callers and would drop a C mask and the
+	 * clamp, and 6.1's verifier then sees an unbounded size ("R3 min
+	 * value is negative", found by the fast tier on 6.1). */
+	__u64 n = nargs;
+	asm volatile("%[v] &= 7" : [v] "+r"(n));
 	if (n > FTP_MAX_ARGS)
 		n = FTP_MAX_ARGS;
 	output(&r, sizeof(r.h) + n * 8);
