@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 
 	"github.com/cilium/ebpf/asm"
 )
@@ -523,11 +522,9 @@ func (p *Predicates) Describe() string {
 	if p == nil {
 		return ""
 	}
-	var b strings.Builder
 	progs := "programs"
 	if p.Programs == 1 {
 		progs = "program"
 	}
-	fmt.Fprintf(&b, "--filter compiled to %d BPF instructions (%d distinct %s)", len(p.Insns), p.Programs, progs)
-	return b.String()
+	return fmt.Sprintf("--filter compiled to %d BPF instructions (%d distinct %s)", len(p.Insns), p.Programs, progs)
 }

@@ -484,14 +484,11 @@ func (p *Plan) Encode() bpfobj.TraceXprog {
 // registers the call was entered with, decides it again exactly, so a
 // rejected entry needs no frame.
 func (p *Plan) EntryRegsOnly() bool {
-	if len(p.EntryOps) == 0 {
+	terms := p.entryTerms()
+	if len(terms) == 0 {
 		return false
 	}
-	for _, op := range p.EntryOps {
-		if op&0xf0 != BoolPush {
-			continue
-		}
-		t := p.Terms[op&0x0f]
+	for _, t := range terms {
 		if t.Str || t.Op == OpSEQ || t.Op == OpSPFX {
 			return false
 		}
@@ -504,15 +501,24 @@ func (p *Plan) EntryRegsOnly() bool {
 	return true
 }
 
+// entryTerms are the comparisons the entry predicate pushes (in program
+// order, repeats included).
+func (p *Plan) entryTerms() []Term {
+	var out []Term
+	for _, op := range p.EntryOps {
+		if op&0xf0 == BoolPush {
+			out = append(out, p.Terms[op&0x0f])
+		}
+	}
+	return out
+}
+
 // entryArgs is how many leading argument registers the entry predicate
 // reads (the trampoline programs fetch those first).
 func (p *Plan) entryArgs() uint8 {
 	var n uint8
-	for _, op := range p.EntryOps {
-		if op&0xf0 != BoolPush {
-			continue
-		}
-		for _, f := range p.Terms[op&0x0f].fetches() {
+	for _, t := range p.entryTerms() {
+		for _, f := range t.fetches() {
 			if f.Src != SrcRet && f.Src+1 > n {
 				n = f.Src + 1
 			}
