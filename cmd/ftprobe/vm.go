@@ -22,7 +22,7 @@ func newVMCmd() *cobra.Command {
 		kernelSpec, arch, accel, appendArgs, guestBin, execPath string
 		cpus, memory                                            int
 		timeout                                                 time.Duration
-		add, env                                                []string
+		add, env, qemuArgs                                      []string
 		keep, printKernel                                       bool
 	)
 	cmd := &cobra.Command{
@@ -66,7 +66,7 @@ extracted without installing.`,
 			res, err := lab.Run(ctx, lab.Config{
 				Kernel: k, Binary: bin, Exec: execPath, Args: args, Env: env, Add: add,
 				CPUs: cpus, MemoryMB: memory, Timeout: timeout, Accel: accel,
-				Append: appendArgs, Keep: keep,
+				Append: appendArgs, QemuArgs: qemuArgs, Keep: keep,
 				Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
 			})
 			if err != nil {
@@ -94,6 +94,7 @@ extracted without installing.`,
 	f.StringArrayVar(&add, "add", nil, "carry HOST:GUEST file into the guest (repeatable)")
 	f.StringArrayVar(&env, "env", nil, "KEY=VALUE for the guest command (repeatable)")
 	f.StringVar(&appendArgs, "append", "", "extra kernel parameters")
+	f.StringArrayVar(&qemuArgs, "qemu-arg", nil, "extra QEMU argument (repeatable), e.g. --qemu-arg=-plugin --qemu-arg=scripts/insnprof/insnprof.so,out=prof.txt (scripts/insnprof/profile.sh)")
 	f.BoolVar(&keep, "keep", false, "keep the initramfs and print its path")
 	f.StringVar(&guestBin, "guest-binary", "", "static ftprobe for the guest architecture (default: this binary or ftprobe-linux-ARCH beside it)")
 	f.StringVar(&execPath, "exec", "", "run this guest path (e.g. a test binary carried with --add) instead of ftprobe")

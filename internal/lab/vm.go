@@ -37,9 +37,10 @@ type Config struct {
 	CPUs     int
 	MemoryMB int
 	Timeout  time.Duration
-	Accel    string // auto, kvm, tcg or icount (TCG counting instructions as time, see qemuArgs)
-	Append   string // extra kernel parameters
-	Keep     bool   // keep the initramfs and print its path
+	Accel    string   // auto, kvm, tcg or icount (TCG counting instructions as time, see qemuArgs)
+	Append   string   // extra kernel parameters
+	QemuArgs []string // extra QEMU arguments, after ftprobe's (e.g. -plugin for scripts/insnprof)
+	Keep     bool     // keep the initramfs and print its path
 	Stdout   io.Writer
 	Stderr   io.Writer // harness messages
 }
@@ -187,7 +188,7 @@ func (c *Config) qemuArgs(initrd, accel string) []string {
 	args = append(args, "-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
 		"-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio",
 		"-kernel", c.Kernel.Image, "-initrd", initrd, "-append", app)
-	return args
+	return append(args, c.QemuArgs...)
 }
 
 // boot runs QEMU once, streaming the console to c.Stdout (without the exit
