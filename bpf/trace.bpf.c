@@ -670,6 +670,22 @@ static __always_inline struct xprog *xprog_of(__u32 func_id)
 	return bpf_map_lookup_elem(&xprogs, &func_id);
 }
 
+/* fetch_args reads a trampoline program's arguments from .. to - 1 into
+ * args, up to the function's n (bpf_get_func_arg_cnt): inlined
+ * bpf_get_func_arg (5.17) each, stopping at the first argument past n or
+ * to, so a function with few arguments pays for few. The one copy of the
+ * fetch loop (entry, the entry predicate's two phases, its second decision
+ * at fexit, stat in fsession). */
+static __always_inline void fetch_args(void *ctx, __u64 *args, __u64 n, __u32 from, __u32 to)
+{
+	for (int i = 0; i < FTP_MAX_ARGS; i++) {
+		if ((__u64)i >= n || (__u32)i >= to)
+			break;
+		if ((__u32)i >= from)
+			bpf_get_func_arg(ctx, i, &args[i]);
+	}
+}
+
 /* frames returns the current thread's frame stack, created (zeroed) when
  * create is set. Task storage unless frames_in_hash (frozen: the verifier
  * sees one branch). */
@@ -1217,12 +1233,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 		struct xprog *xp = xprog_of((__u32)cookie);
 		if (xp && xp->entry_regs && xp->pentry) {
 			__u64 args[FTP_MAX_ARGS] = {};
-			__u64 n = bpf_get_func_arg_cnt(ctx);
-			__u32 first = xp->pred_nargs;
-			for (int i = 0; i < FTP_MAX_ARGS; i++) {
-				if ((__u64)i < n && (__u32)i < first)
-					bpf_get_func_arg(ctx, i, &args[i]);
-			}
+			fetch_args(ctx, args, bpf_get_func_arg_cnt(ctx), 0, xp->pred_nargs);
 			if (!xpass(args, 0, xp->pentry))
 				return;
 		}
@@ -1398,18 +1409,14 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 	/* With an entry predicate, the arguments it reads first (xprog's
 	 * pred_nargs), the others only for a call it lets in. */
 	struct xprog *xp = x_entry ? xprog_of((__u32)cookie) : 0;
-	__u32 first = xp && xp->pentry ? xp->pred_nargs : FTP_MAX_ARGS;
-	for (int i = 0; i < FTP_MAX_ARGS; i++) {
-		if ((__u64)i < n && (__u32)i < first)
-			bpf_get_func_arg(ctx, i, &args[i]);
-	}
 	if (xp && xp->pentry) {
+		__u32 first = xp->pred_nargs;
+		fetch_args(ctx, args, n, 0, first);
 		if (rejected_at_entry(pid_tgid, (__u32)cookie, xp, args, mode))
 			return 1;
-		for (int i = 0; i < FTP_MAX_ARGS; i++) {
-			if ((__u64)i < n && (__u32)i >= first)
-				bpf_get_func_arg(ctx, i, &args[i]);
-		}
+		fetch_args(ctx, args, n, first, FTP_MAX_ARGS);
+	} else {
+		fetch_args(ctx, args, n, 0, FTP_MAX_ARGS);
 	}
 	return on_entry(ctx, pid_tgid, cookie, args, n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);
 }
@@ -1461,11 +1468,7 @@ static __always_inline void session_agg(void *ctx, __u64 *ts, int ret_run)
 			struct xprog *xp = xprog_of((__u32)bpf_get_attach_cookie(ctx));
 			if (xp && xp->pentry) {
 				__u64 args[FTP_MAX_ARGS] = {};
-				__u64 n = bpf_get_func_arg_cnt(ctx);
-				for (int i = 0; i < FTP_MAX_ARGS; i++) {
-					if ((__u64)i < n)
-						bpf_get_func_arg(ctx, i, &args[i]);
-				}
+				fetch_args(ctx, args, bpf_get_func_arg_cnt(ctx), 0, xp->pred_nargs);
 				if (!xpass(args, 0, xp->pentry)) {
 					count(FTP_STAT_X_REJECT);
 					return;

@@ -259,6 +259,9 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if err := setFilters(spec, opts, hashFrames); err != nil {
 		return nil, err
 	}
+	if _, err := inlineRodata(spec); err != nil {
+		return nil, fmt.Errorf("attach: %w", err)
+	}
 	fc, err := FaultCounterOf(spec)
 	if err != nil {
 		return nil, err

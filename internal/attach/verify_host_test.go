@@ -52,6 +52,11 @@ func TestVerifyHost(t *testing.T) {
 		if err := patchPredicates(spec, pr); err != nil {
 			t.Fatal(err)
 		}
+		inlined, err := inlineRodata(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("%v: %d .rodata loads inlined\n", x, inlined)
 		for _, name := range []string{"ftp_kprobe", "ftp_kretprobe"} {
 			ps := spec.Programs[name]
 			coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,

@@ -1,0 +1,109 @@
+package attach
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+)
+
+// inlineRodata replaces each load of a frozen .rodata variable (the
+// settings setFilters wrote: filters, want_*, x_*) by its value, in every
+// program of spec. clang reads such a variable with a 64-bit map-value load
+// of its address and a load through it; the verifier knows the value (the
+// map is frozen) and removes the branches it decides, but the JIT still
+// emits the address (3-4 arm64 instructions) and the load for each read: on
+// arm64 7.3 about 15% of the fentry+fexit trace programs' instructions per
+// call (scripts/insnprof, 2026-12-02). The pair
+//
+//	rX = map_value(.rodata + off); rX = *(uN *)(rX + k)
+//
+// becomes rX = VALUE (a 64-bit immediate) and a `ja +0`, which the verifier
+// drops (opt_remove_nops, 5.3): the same number of slots, so every jump
+// offset stays right. Other shapes (the address kept in a register for
+// several loads, a load into another register, a load that is a jump
+// target, a function's first instruction) are left as they are. Call it
+// after the variables are set and before the programs load. Returns the
+// number of loads replaced.
+func inlineRodata(spec *ebpf.CollectionSpec) (int, error) {
+	ro := spec.Maps[".rodata"]
+	if ro == nil || len(ro.Contents) != 1 {
+		return 0, nil
+	}
+	data, ok := ro.Contents[0].Value.([]byte)
+	if !ok {
+		return 0, fmt.Errorf("inline .rodata: contents of type %T", ro.Contents[0].Value)
+	}
+	total := 0
+	for name, ps := range spec.Programs {
+		n, err := inlineRodataInsns(ps.Instructions, data)
+		if err != nil {
+			return 0, fmt.Errorf("inline .rodata in %s: %w", name, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func inlineRodataInsns(insns asm.Instructions, data []byte) (int, error) {
+	// Slot of each instruction, and every jump target (in slots).
+	slots := make([]int, len(insns))
+	targets := map[int]bool{}
+	pos := 0
+	for i, ins := range insns {
+		slots[i] = pos
+		pos += int(ins.Size() / asm.InstructionSize)
+	}
+	for i, ins := range insns {
+		c := ins.OpCode.Class()
+		if !c.IsJump() {
+			continue
+		}
+		op := ins.OpCode.JumpOp()
+		if op == asm.Call || op == asm.Exit {
+			continue
+		}
+		off := int(ins.Offset)
+		if op == asm.Ja && c == asm.Jump32Class {
+			off = int(ins.Constant) // gotol
+		}
+		targets[slots[i]+1+off] = true
+	}
+	n := 0
+	for i := 0; i+1 < len(insns); i++ {
+		ld, mem := insns[i], insns[i+1]
+		if !ld.IsLoadFromMap() || ld.Src != asm.PseudoMapValue || ld.Reference() != ".rodata" || ld.Symbol() != "" {
+			continue
+		}
+		if mem.OpCode.Class() != asm.LdXClass || mem.OpCode.Mode() != asm.MemMode ||
+			mem.Src != ld.Dst || mem.Dst != ld.Dst || targets[slots[i+1]] || mem.Symbol() != "" {
+			continue
+		}
+		size := int(mem.OpCode.Size().Sizeof())
+		at := int(uint32(uint64(ld.Constant)>>32)) + int(mem.Offset)
+		if size <= 0 || at < 0 || at+size > len(data) {
+			return n, fmt.Errorf("load of %d bytes at .rodata+%d, past its %d bytes", size, at, len(data))
+		}
+		var v uint64
+		switch size {
+		case 1:
+			v = uint64(data[at])
+		case 2:
+			v = uint64(binary.NativeEndian.Uint16(data[at:]))
+		case 4:
+			v = uint64(binary.NativeEndian.Uint32(data[at:]))
+		case 8:
+			v = binary.NativeEndian.Uint64(data[at:])
+		}
+		imm := asm.LoadImm(ld.Dst, int64(v), asm.DWord)
+		if src := ld.Source(); src != nil {
+			imm = imm.WithSource(src)
+		}
+		insns[i] = imm
+		insns[i+1] = asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}
+		n++
+		i++
+	}
+	return n, nil
+}

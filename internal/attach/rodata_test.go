@@ -1,0 +1,58 @@
+package attach
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/cilium/ebpf/asm"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func roLoad(dst asm.Register, off uint32) asm.Instruction {
+	return asm.LoadMapValue(dst, 0, off).WithReference(".rodata")
+}
+
+func TestInlineRodataInsns(t *testing.T) {
+	data := []byte{0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x01}
+	jump := asm.JEq.Imm(asm.R1, 0, "")
+	// From slot 0 to slot 15: the load through R6 (the pairs take 3 slots
+	// each, after the jump's one; the load is a pair's third).
+	jump.Offset = 15 - 1
+	insns := asm.Instructions{
+		jump,
+		roLoad(asm.R1, 0), asm.LoadMem(asm.R1, asm.R1, 1, asm.Byte), // 0x22
+		roLoad(asm.R2, 2), asm.LoadMem(asm.R2, asm.R2, 0, asm.Half), // 0x4433
+		roLoad(asm.R3, 2), asm.LoadMem(asm.R3, asm.R3, 2, asm.DWord), // bytes 4..11
+		roLoad(asm.R4, 0), asm.LoadMem(asm.R5, asm.R4, 0, asm.Word), // into another register: kept
+		roLoad(asm.R6, 0), asm.LoadMem(asm.R6, asm.R6, 0, asm.Word), // a jump target: kept
+		asm.Mov.Imm(asm.R0, 0),
+		asm.Return(),
+	}
+	var before, after bytes.Buffer
+	require.NoError(t, insns.Marshal(&before, binary.LittleEndian))
+
+	n, err := inlineRodataInsns(insns, data)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	assert.Equal(t, int64(0x22), insns[1].Constant)
+	assert.Equal(t, int64(0x4433), insns[3].Constant)
+	dword := uint64(0xccbbaa9988776655)
+	assert.Equal(t, int64(dword), insns[5].Constant)
+	for _, i := range []int{1, 3, 5} {
+		assert.Equal(t, asm.LoadImmOp(asm.DWord), insns[i].OpCode, "instruction %d", i)
+		assert.Equal(t, asm.R0, insns[i].Src, "instruction %d: a plain immediate", i)
+		assert.Empty(t, insns[i].Reference(), "instruction %d", i)
+		assert.Equal(t, asm.Ja.Op(asm.ImmSource), insns[i+1].OpCode, "instruction %d", i+1)
+		assert.Zero(t, insns[i+1].Offset, "instruction %d: ja +0", i+1)
+	}
+	assert.Equal(t, asm.PseudoMapValue, insns[7].Src, "a load into another register stays")
+	assert.Equal(t, asm.PseudoMapValue, insns[9].Src, "a load that is a jump target stays")
+	// The same slots: every jump offset still holds.
+	require.NoError(t, insns.Marshal(&after, binary.LittleEndian))
+	assert.Equal(t, before.Len(), after.Len())
+
+	_, err = inlineRodataInsns(asm.Instructions{roLoad(asm.R1, 12), asm.LoadMem(asm.R1, asm.R1, 0, asm.DWord)}, data)
+	assert.EqualError(t, err, "load of 8 bytes at .rodata+12, past its 16 bytes")
+}
