@@ -3,6 +3,7 @@ package attach
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -31,16 +32,31 @@ func inlineRodata(spec *ebpf.CollectionSpec) (int, error) {
 	if ro == nil || len(ro.Contents) != 1 {
 		return 0, nil
 	}
-	data, ok := ro.Contents[0].Value.([]byte)
+	raw, ok := ro.Contents[0].Value.([]byte)
 	if !ok {
 		return 0, fmt.Errorf("inline .rodata: contents of type %T", ro.Contents[0].Value)
 	}
+	// The values as they will load: a VariableSpec keeps its own bytes,
+	// which cilium/ebpf writes over the section's at load.
+	data := slices.Clone(raw)
+	for _, v := range spec.Variables {
+		if v.SectionName != ".rodata" || v.Value == nil {
+			continue
+		}
+		if int(v.Offset)+len(v.Value) > len(data) {
+			return 0, fmt.Errorf("inline .rodata: variable %s past the section's %d bytes", v.Name, len(data))
+		}
+		copy(data[v.Offset:], v.Value)
+	}
 	total := 0
 	for name, ps := range spec.Programs {
-		n, err := inlineRodataInsns(ps.Instructions, data)
+		// A copy: the spec's instructions may be shared (ProgramSpec.Copy).
+		insns := slices.Clone(ps.Instructions)
+		n, err := inlineRodataInsns(insns, data)
 		if err != nil {
 			return 0, fmt.Errorf("inline .rodata in %s: %w", name, err)
 		}
+		ps.Instructions = insns
 		total += n
 	}
 	return total, nil

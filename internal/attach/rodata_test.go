@@ -8,6 +8,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
 )
 
 func roLoad(dst asm.Register, off uint32) asm.Instruction {
@@ -55,4 +57,31 @@ func TestInlineRodataInsns(t *testing.T) {
 
 	_, err = inlineRodataInsns(asm.Instructions{roLoad(asm.R1, 12), asm.LoadMem(asm.R1, asm.R1, 0, asm.DWord)}, data)
 	assert.EqualError(t, err, "load of 8 bytes at .rodata+12, past its 16 bytes")
+}
+
+// TestInlineRodataValues: the values inlined are the ones set on the
+// spec's variables (which cilium/ebpf keeps apart from the section's bytes
+// until load), in the real trace object.
+func TestInlineRodataValues(t *testing.T) {
+	imms := func(insns asm.Instructions, v int64) int {
+		n := 0
+		for _, ins := range insns {
+			if ins.OpCode == asm.LoadImmOp(asm.DWord) && ins.Src == asm.R0 && ins.Constant == v {
+				n++
+			}
+		}
+		return n
+	}
+	spec, err := bpfobj.LoadTrace()
+	require.NoError(t, err)
+	require.NoError(t, spec.Variables["min_duration_ns"].Set(uint64(0x5eed20000)))
+	require.Zero(t, imms(spec.Programs["ftp_fexit"].Instructions, 0x5eed20000))
+	before := spec.Programs["ftp_fexit"].Copy()
+
+	n, err := inlineRodata(spec)
+	require.NoError(t, err)
+	assert.Greater(t, n, 100)
+	assert.Positive(t, imms(spec.Programs["ftp_fexit"].Instructions, 0x5eed20000), "min_duration_ns in ftp_fexit")
+	assert.Positive(t, imms(spec.Programs["ftp_kretprobe"].Instructions, 0x5eed20000), "min_duration_ns in ftp_kretprobe")
+	assert.Zero(t, imms(before.Instructions, 0x5eed20000), "a copy made before keeps its loads")
 }
