@@ -67,8 +67,10 @@ func inlineRodataInsns(insns asm.Instructions, data []byte) (int, error) {
 	slots := make([]int, len(insns))
 	targets := map[int]bool{}
 	pos := 0
+	index := map[int]int{} // slot -> instruction
 	for i, ins := range insns {
 		slots[i] = pos
+		index[pos] = i
 		pos += int(ins.Size() / asm.InstructionSize)
 	}
 	for i, ins := range insns {
@@ -80,11 +82,7 @@ func inlineRodataInsns(insns asm.Instructions, data []byte) (int, error) {
 		if op == asm.Call || op == asm.Exit {
 			continue
 		}
-		off := int(ins.Offset)
-		if op == asm.Ja && c == asm.Jump32Class {
-			off = int(ins.Constant) // gotol
-		}
-		targets[slots[i]+1+off] = true
+		targets[slots[i]+1+jumpOffset(ins)] = true
 	}
 	n := 0
 	for i := 0; i+1 < len(insns); i++ {
@@ -93,8 +91,16 @@ func inlineRodataInsns(insns asm.Instructions, data []byte) (int, error) {
 			continue
 		}
 		if mem.OpCode.Class() != asm.LdXClass || mem.OpCode.Mode() != asm.MemMode ||
-			mem.Src != ld.Dst || mem.Dst != ld.Dst || targets[slots[i+1]] || mem.Symbol() != "" {
+			mem.Src != ld.Dst || targets[slots[i+1]] || mem.Symbol() != "" {
 			continue
+		}
+		if mem.Dst != ld.Dst {
+			// The address is in a register of its own: only when nothing
+			// reads it after this load, on any path.
+			budget := 64
+			if !deadAfter(insns, slots, index, i+2, ld.Dst, &budget) {
+				continue
+			}
 		}
 		size := int(mem.OpCode.Size().Sizeof())
 		at := int(uint32(uint64(ld.Constant)>>32)) + int(mem.Offset)
@@ -112,7 +118,7 @@ func inlineRodataInsns(insns asm.Instructions, data []byte) (int, error) {
 		case 8:
 			v = binary.NativeEndian.Uint64(data[at:])
 		}
-		imm := asm.LoadImm(ld.Dst, int64(v), asm.DWord)
+		imm := asm.LoadImm(mem.Dst, int64(v), asm.DWord)
 		if src := ld.Source(); src != nil {
 			imm = imm.WithSource(src)
 		}
@@ -122,4 +128,83 @@ func inlineRodataInsns(insns asm.Instructions, data []byte) (int, error) {
 		i++
 	}
 	return n, nil
+}
+
+func jumpOffset(ins asm.Instruction) int {
+	if ins.OpCode.JumpOp() == asm.Ja && ins.OpCode.Class() == asm.Jump32Class {
+		return int(ins.Constant) // gotol
+	}
+	return int(ins.Offset)
+}
+
+// deadAfter reports whether reg is written before it is read on every path
+// from instruction i, within budget instructions in all (a path that runs
+// out, meets a helper or BPF-to-BPF call that may read it, or an
+// instruction this does not model, counts as a read).
+func deadAfter(insns asm.Instructions, slots []int, index map[int]int, i int, reg asm.Register, budget *int) bool {
+	for ; i < len(insns); i++ {
+		if *budget <= 0 {
+			return false
+		}
+		*budget--
+		ins := insns[i]
+		op := ins.OpCode
+		regSrc := op.Source() == asm.RegSource
+		switch c := op.Class(); {
+		case c.IsALU():
+			alu := op.ALUOp()
+			if (regSrc && ins.Src == reg) || (alu != asm.Mov && ins.Dst == reg) {
+				return false
+			}
+			if ins.Dst == reg {
+				return true
+			}
+		case c == asm.LdXClass:
+			if op.Mode() != asm.MemMode && op.Mode() != asm.MemSXMode {
+				return false
+			}
+			if ins.Src == reg {
+				return false
+			}
+			if ins.Dst == reg {
+				return true
+			}
+		case c == asm.LdClass:
+			if !op.IsDWordLoad() {
+				return false // legacy packet loads
+			}
+			if ins.Dst == reg {
+				return true
+			}
+		case c == asm.StClass || c == asm.StXClass:
+			if ins.Dst == reg || (c == asm.StXClass && ins.Src == reg) {
+				return false
+			}
+		case c.IsJump():
+			switch op.JumpOp() {
+			case asm.Exit:
+				return reg != asm.R0
+			case asm.Call:
+				return false
+			case asm.Ja:
+				t, ok := index[slots[i]+1+jumpOffset(ins)]
+				if !ok {
+					return false
+				}
+				i = t - 1
+				continue
+			default:
+				if ins.Dst == reg || (regSrc && ins.Src == reg) {
+					return false
+				}
+				t, ok := index[slots[i]+1+jumpOffset(ins)]
+				if !ok || !deadAfter(insns, slots, index, t, reg, budget) {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+	}
+	return false
 }

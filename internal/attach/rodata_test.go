@@ -27,9 +27,11 @@ func TestInlineRodataInsns(t *testing.T) {
 		roLoad(asm.R1, 0), asm.LoadMem(asm.R1, asm.R1, 1, asm.Byte), // 0x22
 		roLoad(asm.R2, 2), asm.LoadMem(asm.R2, asm.R2, 0, asm.Half), // 0x4433
 		roLoad(asm.R3, 2), asm.LoadMem(asm.R3, asm.R3, 2, asm.DWord), // bytes 4..11
-		roLoad(asm.R4, 0), asm.LoadMem(asm.R5, asm.R4, 0, asm.Word), // into another register: kept
+		roLoad(asm.R4, 0), asm.LoadMem(asm.R5, asm.R4, 0, asm.Word), // the address read again below: kept
 		roLoad(asm.R6, 0), asm.LoadMem(asm.R6, asm.R6, 0, asm.Word), // a jump target: kept
-		asm.Mov.Imm(asm.R0, 0),
+		roLoad(asm.R7, 4), asm.LoadMem(asm.R8, asm.R7, 0, asm.Word), // the address dead after: 0x88776655 in R8
+		asm.Mov.Imm(asm.R7, 0),
+		asm.Mov.Reg(asm.R0, asm.R4),
 		asm.Return(),
 	}
 	var before, after bytes.Buffer
@@ -37,19 +39,21 @@ func TestInlineRodataInsns(t *testing.T) {
 
 	n, err := inlineRodataInsns(insns, data)
 	require.NoError(t, err)
-	assert.Equal(t, 3, n)
+	assert.Equal(t, 4, n)
 	assert.Equal(t, int64(0x22), insns[1].Constant)
 	assert.Equal(t, int64(0x4433), insns[3].Constant)
 	dword := uint64(0xccbbaa9988776655)
 	assert.Equal(t, int64(dword), insns[5].Constant)
-	for _, i := range []int{1, 3, 5} {
+	assert.Equal(t, int64(0x88776655), insns[11].Constant)
+	assert.Equal(t, asm.R8, insns[11].Dst)
+	for _, i := range []int{1, 3, 5, 11} {
 		assert.Equal(t, asm.LoadImmOp(asm.DWord), insns[i].OpCode, "instruction %d", i)
 		assert.Equal(t, asm.R0, insns[i].Src, "instruction %d: a plain immediate", i)
 		assert.Empty(t, insns[i].Reference(), "instruction %d", i)
 		assert.Equal(t, asm.Ja.Op(asm.ImmSource), insns[i+1].OpCode, "instruction %d", i+1)
 		assert.Zero(t, insns[i+1].Offset, "instruction %d: ja +0", i+1)
 	}
-	assert.Equal(t, asm.PseudoMapValue, insns[7].Src, "a load into another register stays")
+	assert.Equal(t, asm.PseudoMapValue, insns[7].Src, "a load whose address is read later stays")
 	assert.Equal(t, asm.PseudoMapValue, insns[9].Src, "a load that is a jump target stays")
 	// The same slots: every jump offset still holds.
 	require.NoError(t, insns.Marshal(&after, binary.LittleEndian))
