@@ -38,6 +38,7 @@ enum ftp_kind {
 	FTP_ENTRY = 1,
 	FTP_EXIT = 2,
 	FTP_COMM = 3, /* a thread's tgid and comm, sent before its next event */
+	FTP_CALL = 4, /* a leaf call's entry and exit in one record (leaf_records) */
 };
 
 enum ftp_mode {
@@ -116,6 +117,8 @@ enum ftp_str_flags {
  * depends on kind and flags:
  *   FTP_ENTRY               args[nargs]
  *   FTP_EXIT                duration_ns, ret, then args[nargs] if HAS_ARGS
+ *   FTP_CALL                as FTP_EXIT, args[nargs] always: the entry is at
+ *                           ts_ns - duration_ns (leaf_records)
  *   FTP_COMM                struct rec_comm
  *   flags & FTP_F_FULL      struct rec_full (--strings, --stack) */
 struct rec_hdr {
@@ -283,8 +286,8 @@ struct frame {
 	__u8 nargs;
 	__u8 rejected; /* --filter rejected the call at entry: its exit is dropped */
 	__u8 win;      /* the thread's window depth before this call (--entry) */
-	__u8 _pad;
-	__u64 args[FTP_MAX_ARGS]; /* written only when the exit carries them (deferred) */
+	__u8 pending;  /* leaf_records: the entry is not sent yet (args hold its arguments) */
+	__u64 args[FTP_MAX_ARGS]; /* written only when the exit carries them (deferred, pending) */
 };
 
 struct tstack {
@@ -450,6 +453,13 @@ volatile const __u8 x_vals = 0;  /* some function has --arg values */
 /* --entry: only calls inside a call of an entry function (FTP_FN_WINDOW_ENTRY)
  * on the same thread are recorded; the others return at entry. */
 volatile const __u8 window = 0;
+/* One record per leaf call: an entry is kept in its frame (pending) and
+ * sent with its exit as one FTP_CALL record, or on its own before the
+ * first record of a call nested in it (or before an exit that unwinds
+ * it). A leaf call's entry reaches user space when it returns; a call
+ * still running when the trace stops is counted (entries without exit)
+ * but not shown. Only on the compact path (FTP_LEAF). */
+volatile const __u8 leaf_records = 0;
 
 /* --entry: threads that exited while inside a window (tp_btf/sched_process_exit). */
 volatile __u64 window_exits = 0;
@@ -780,6 +790,28 @@ static __always_inline void send_comm(struct tstack *st, __u64 pid_tgid, __u64 n
 		st->comm_sent = 1;
 }
 
+/* flush_entry sends the pending entry of frame i (FTP_LEAF) on its own:
+ * a call nested in it, or an exit that unwinds it, comes next. */
+static __always_inline void flush_entry(struct tstack *st, __u32 i, __u64 pid_tgid, __u8 mode)
+{
+	struct frame *f = &st->f[FTP_SLOT(i)];
+	if (!f->pending)
+		return;
+	f->pending = 0;
+	send_comm(st, pid_tgid, f->ts_ns);
+	struct rec_entry r;
+	fill_hdr(&r.h, pid_tgid, f->ts_ns, f->func_id, FTP_ENTRY, mode, i);
+	r.h.flags = FTP_F_HAS_ARGS;
+	__u64 n = f->nargs;
+	asm volatile("%[v] &= 7" : [v] "+r"(n));
+	if (n > FTP_MAX_ARGS)
+		n = FTP_MAX_ARGS;
+	r.h.nargs = n;
+	for (int k = 0; k < FTP_MAX_ARGS; k++)
+		r.args[k] = f->args[k];
+	output(&r, sizeof(r.h) + n * 8);
+}
+
 static __always_inline __u64 pick_arg(__u64 *args, __u32 i)
 {
 	switch (i) {
@@ -937,6 +969,7 @@ static __always_inline void aggregate(__u32 func_id, int timed, __u64 dur, __s64
 }
 
 #define FTP_DEFERRED (min_duration_ns || errors_only || x_exit)
+#define FTP_LEAF (leaf_records && want_events && !FTP_DEFERRED && !want_strings && !want_stack && !x_vals)
 
 static __always_inline int is_session_mode(__u8 mode)
 {
@@ -1055,6 +1088,8 @@ static __always_inline int rejected_at_entry(__u64 pid_tgid, __u32 func_id, stru
 			struct frame *f = &st->f[FTP_SLOT(d)];
 			f->func_id = func_id;
 			f->rejected = 1;
+			if (FTP_LEAF)
+				f->pending = 0;
 			if (window)
 				f->win = st->window;
 		} else {
@@ -1093,6 +1128,8 @@ static __always_inline int on_entry(void *ctx, __u64 pid_tgid, __u64 cookie, __u
 		d = st ? st->depth : 0;
 		if (d > FTP_MAX_DEPTH)
 			d = FTP_MAX_DEPTH;
+		if (FTP_LEAF && st && d > 0 && !st->overflow)
+			flush_entry(st, d - 1, pid_tgid, mode);
 		goto emit;
 	}
 	st = frames((__u32)pid_tgid, 1);
@@ -1113,6 +1150,8 @@ static __always_inline int on_entry(void *ctx, __u64 pid_tgid, __u64 cookie, __u
 	f->ts_ns = now;
 	f->func_id = func_id;
 	f->nargs = nargs;
+	if (FTP_LEAF)
+		f->pending = 0; /* until its arguments are in (a nested program may look) */
 	if (x_entry)
 		f->rejected = 0; /* only ever set with an entry filter */
 	if (window) {
@@ -1131,6 +1170,16 @@ static __always_inline int on_entry(void *ctx, __u64 pid_tgid, __u64 cookie, __u
 	}
 	if (!want_events)
 		return 0;
+	if (FTP_LEAF) {
+		/* Kept until a nested call or the exit (one record per leaf
+		 * call); the caller's pending entry goes first. */
+		if (d > 0)
+			flush_entry(st, d - 1, pid_tgid, mode);
+		for (int i = 0; i < FTP_MAX_ARGS; i++)
+			f->args[i] = args[i];
+		f->pending = 1;
+		return 0;
+	}
 emit:
 	if (want_strings || want_stack) {
 		emit_full(ctx, pid_tgid, now, func_id, cookie >> 32, FTP_ENTRY, mode, d, FTP_F_HAS_ARGS,
@@ -1275,6 +1324,9 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 			}
 		}
 	}
+	if (FTP_LEAF && st && d > 0 && found != (int)d - 1)
+		/* The innermost frame is not this exit's: its entry first. */
+		flush_entry(st, d - 1, pid_tgid, mode);
 	if (x_entry && found >= 0 && st && st->f[FTP_SLOT(found)].rejected) {
 		/* --filter rejected this call at entry. */
 		__u64 unwound = d - 1 - found;
@@ -1301,11 +1353,16 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	__u8 fnargs = 0;
 	__u64 fargs[FTP_MAX_ARGS] = {};
 	int timed = 0;
+	int leaf = 0; /* FTP_LEAF: its entry was not sent, one FTP_CALL record */
 	if (found >= 0 && st) {
 		struct frame *f = &st->f[FTP_SLOT(found)];
 		timed = 1;
 		dur = now - f->ts_ns;
-		if (FTP_DEFERRED) {
+		if (FTP_LEAF && f->pending) {
+			leaf = 1;
+			f->pending = 0;
+		}
+		if (FTP_DEFERRED || leaf) {
 			fnargs = f->nargs;
 			for (int i = 0; i < FTP_MAX_ARGS; i++)
 				fargs[i] = f->args[i];
@@ -1377,15 +1434,18 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 		return;
 	}
 	struct rec_exit r;
-	fill_hdr(&r.h, pid_tgid, now, func_id, FTP_EXIT, mode, depth);
+	fill_hdr(&r.h, pid_tgid, now, func_id, leaf ? FTP_CALL : FTP_EXIT, mode, depth);
 	r.h.flags = flags;
 	r.h.nargs = fnargs;
 	r.duration_ns = dur;
 	r.ret = ret;
-	if (FTP_DEFERRED) {
+	if (FTP_DEFERRED || leaf) {
+		if (leaf)
+			r.h.flags = FTP_F_HAS_ARGS;
 		for (int i = 0; i < FTP_MAX_ARGS; i++)
 			r.args[i] = fargs[i];
-		__u64 n = fnargs & 7;
+		__u64 n = fnargs;
+		asm volatile("%[v] &= 7" : [v] "+r"(n)); /* see on_entry */
 		if (n > FTP_MAX_ARGS)
 			n = FTP_MAX_ARGS;
 		output(&r, sizeof(r.h) + 16 + n * 8);

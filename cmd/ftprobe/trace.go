@@ -130,6 +130,7 @@ histogram bucket holding the nearest rank: within 6.25% of the exact value.
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "no per-call events: print only the kernel-built --summary/--hist tables (to stdout), as stat does")
+	f.BoolVar(&o.LiveEntries, "live-entries", false, "send each entry when its call starts (by default a call with no traced call inside it sends its entry with its exit, in one ringbuf record: the same events, fewer records, but a long leaf call's entry shows only when it returns)")
 	f.DurationVar(&interval, "interval", 0, "with stat or --quiet: print the tables of the last interval at this period")
 	f.StringVar(&o.Mode, "mode", "auto", "auto, fentry, kprobe-multi, kprobe, fsession or fentry-multi")
 	f.StringArrayVar(&o.Excludes, "exclude", nil, "remove functions matching GLOB (repeatable)")

@@ -113,6 +113,15 @@ type Options struct {
 	Stack bool
 	// NoEvents streams no per-call record (aggregation only: Aggregate).
 	NoEvents bool
+	// LiveEntries sends every entry record when the call starts. By
+	// default a call's entry waits in its frame and goes with its exit in
+	// one record when nothing traced ran inside it (one ringbuf record per
+	// leaf call, bpf/trace.bpf.c leaf_records), or on its own before the
+	// first record of a nested call: the events are the same, but a leaf
+	// call's entry reaches user space only when it returns. Only on the
+	// compact records (not with Strings, Stack, --arg values, or the
+	// deferred exits of --min-duration, --errors and --filter on ret).
+	LiveEntries bool
 	// Aggregate builds per-function tables in BPF maps (Tracer.Aggregates):
 	// calls, errors by errno, duration sum, max and histogram.
 	Aggregate bool
@@ -567,6 +576,7 @@ func setFilters(spec *ebpf.CollectionSpec, opts Options, hashFrames bool) error 
 		{"frames_in_hash", b2u8(hashFrames)},
 		{"x_entry", b2u8(xe)}, {"x_exit", b2u8(xx)}, {"x_vals", b2u8(xv)},
 		{"window", b2u8(len(opts.Entries) > 0)},
+		{"leaf_records", b2u8(!opts.LiveEntries)},
 		// Wake the reader (which polls every 100 ms anyway) once a
 		// quarter of the ring is unread.
 		{"wakeup_bytes", opts.RingbufSize / 4},

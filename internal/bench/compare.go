@@ -314,9 +314,7 @@ func openTrace(o attach.Options, target string, k *symbols.Kernel, during bool) 
 			} else if err != nil {
 				return // closed (or broken): the counts say what was delivered
 			}
-			if isEvent(rec.RawSample) {
-				m.events.Add(1)
-			}
+			m.events.Add(eventsIn(rec.RawSample))
 		}
 	}()
 	return m, nil
@@ -339,15 +337,23 @@ func (m *traceM) drain() {
 			return
 		}
 		idle = 0
-		if isEvent(rec.RawSample) {
-			m.events.Add(1)
-		}
+		m.events.Add(eventsIn(rec.RawSample))
 	}
 }
 
-// isEvent reports whether a trace record is an event (not a comm record).
-func isEvent(b []byte) bool {
-	return len(b) >= events.HeaderSize && b[unsafe.Offsetof(bpfobj.TraceRecHdr{}.Kind)] != events.KindComm
+// eventsIn is the number of events in a trace record: 0 in a comm
+// record, 2 in a call record (a leaf call's entry and exit), else 1.
+func eventsIn(b []byte) uint64 {
+	if len(b) < events.HeaderSize {
+		return 0
+	}
+	switch b[unsafe.Offsetof(bpfobj.TraceRecHdr{}.Kind)] {
+	case events.KindComm:
+		return 0
+	case events.KindCall:
+		return 2
+	}
+	return 1
 }
 
 func (m *traceM) reset() error {

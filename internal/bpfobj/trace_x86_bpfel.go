@@ -84,6 +84,7 @@ const (
 	TraceFtpKindFTP_ENTRY TraceFtpKind = 1
 	TraceFtpKindFTP_EXIT  TraceFtpKind = 2
 	TraceFtpKindFTP_COMM  TraceFtpKind = 3
+	TraceFtpKindFTP_CALL  TraceFtpKind = 4
 )
 
 type TraceFtpMode uint32
@@ -190,7 +191,7 @@ type TraceTstack struct {
 		Nargs    uint8
 		Rejected uint8
 		Win      uint8
-		Pad      uint8
+		Pending  uint8
 		Args     [6]uint64
 	}
 }
@@ -266,6 +267,7 @@ const (
 	TraceVarFilterTree        = "filter_tree"
 	TraceVarFramesInHash      = "frames_in_hash"
 	TraceVarFtpStats          = "ftp_stats"
+	TraceVarLeafRecords       = "leaf_records"
 	TraceVarMinDurationNs     = "min_duration_ns"
 	TraceVarUnusedAgg         = "unused_agg"
 	TraceVarUnusedErrkey      = "unused_errkey"
@@ -384,6 +386,7 @@ type TraceVariableSpecs struct {
 	FilterTree      *ebpf.VariableSpec `ebpf:"filter_tree"`
 	FramesInHash    *ebpf.VariableSpec `ebpf:"frames_in_hash"`
 	FtpStats        *ebpf.VariableSpec `ebpf:"ftp_stats"`
+	LeafRecords     *ebpf.VariableSpec `ebpf:"leaf_records"`
 	MinDurationNs   *ebpf.VariableSpec `ebpf:"min_duration_ns"`
 	UnusedAgg       *ebpf.VariableSpec `ebpf:"unused_agg"`
 	UnusedErrkey    *ebpf.VariableSpec `ebpf:"unused_errkey"`
@@ -472,6 +475,7 @@ type TraceVariables struct {
 	FilterTree      *ebpf.Variable `ebpf:"filter_tree"`
 	FramesInHash    *ebpf.Variable `ebpf:"frames_in_hash"`
 	FtpStats        *ebpf.Variable `ebpf:"ftp_stats"`
+	LeafRecords     *ebpf.Variable `ebpf:"leaf_records"`
 	MinDurationNs   *ebpf.Variable `ebpf:"min_duration_ns"`
 	UnusedAgg       *ebpf.Variable `ebpf:"unused_agg"`
 	UnusedErrkey    *ebpf.Variable `ebpf:"unused_errkey"`

@@ -22,6 +22,9 @@ const (
 	KindEntry = uint8(bpfobj.TraceFtpKindFTP_ENTRY)
 	KindExit  = uint8(bpfobj.TraceFtpKindFTP_EXIT)
 	KindComm  = uint8(bpfobj.TraceFtpKindFTP_COMM)
+	// KindCall is a record only (a leaf call's entry and exit in one,
+	// attach.Options.LiveEntries): Decode gives its entry and Next its exit.
+	KindCall = uint8(bpfobj.TraceFtpKindFTP_CALL)
 
 	FlagNoEntry  = uint8(bpfobj.TraceFtpFlagsFTP_F_NO_ENTRY) // exit without a recorded entry: duration unknown
 	FlagHasArgs  = uint8(bpfobj.TraceFtpFlagsFTP_F_HAS_ARGS) // args hold the entry arguments
@@ -58,14 +61,21 @@ const (
 type Decoder struct {
 	comms map[uint32][16]int8 // tid -> comm
 	open  map[uint32]*threadFrames
+	// The exit of the call record Decode gave the entry of.
+	next    bpfobj.TraceRecHdr
+	nextDur uint64
+	nextRet int64
+	hasNext bool
 	// Comms counts comm records seen.
 	Comms uint64
 }
 
 // Decode decodes one record into e. It returns false for a record that
 // is not an event (a comm record, which it keeps), and an error for a
-// malformed record.
+// malformed record. A call record (KindCall) holds two events: Decode
+// gives the entry, and Next the exit.
 func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
+	d.hasNext = false
 	if len(sample) < HeaderSize {
 		return false, fmt.Errorf("ringbuf record of %d bytes, shorter than the %d-byte header", len(sample), HeaderSize)
 	}
@@ -123,6 +133,19 @@ func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
 		d.header(h, e)
 		e.DurationNs, e.Ret = 0, 0
 		copyArgs(e, sample[HeaderSize:], n)
+	case KindCall:
+		if len(sample) != exitFixed+8*n {
+			return false, fmt.Errorf("call record of %d bytes with %d arguments, want %d", len(sample), n, exitFixed+8*n)
+		}
+		d.header(h, e)
+		dur := *(*uint64)(unsafe.Pointer(&sample[HeaderSize]))
+		if dur > e.TsNs {
+			return false, fmt.Errorf("call record of %d ns that ended at %d ns", dur, e.TsNs)
+		}
+		d.next, d.nextDur, d.nextRet = *h, dur, *(*int64)(unsafe.Pointer(&sample[HeaderSize+8]))
+		e.Kind, e.TsNs, e.DurationNs, e.Ret = KindEntry, e.TsNs-dur, 0, 0
+		copyArgs(e, sample[exitFixed:], n)
+		d.hasNext = true
 	case KindExit:
 		want := exitFixed
 		if h.Flags&FlagHasArgs != 0 {
@@ -146,6 +169,22 @@ func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
 	e.Comm = d.comms[h.Tid]
 	d.pairArgs(e)
 	return true, nil
+}
+
+// Next gives the exit of the call record the last Decode gave the entry
+// of, once; false when there is none.
+func (d *Decoder) Next(e *bpfobj.TraceEvent) bool {
+	if !d.hasNext {
+		return false
+	}
+	d.hasNext = false
+	d.header(&d.next, e)
+	e.Kind, e.DurationNs, e.Ret = KindExit, d.nextDur, d.nextRet
+	e.Flags &^= FlagHasArgs // its entry's, from pairArgs
+	e.Nargs, e.Args = 0, [maxArgs]uint64{}
+	e.Comm = d.comms[e.Tid]
+	d.pairArgs(e)
+	return true
 }
 
 // threadFrames are a thread's entries not yet matched by their exit, by

@@ -139,3 +139,51 @@ func TestDecodeFull(t *testing.T) {
 	assert.Equal(t, uint8(FlagHasArgs), out.Flags, "compact: no tail flags")
 	assert.Contains(t, string((&Text{Table: table}).Append(nil, &out)), "filename=0xffffe2a627bc", "the stale tail is not shown")
 }
+
+// TestDecodeCall: a call record (a leaf call's entry and exit in one,
+// attach.Options.LiveEntries unset) decodes into the entry, at the exit's
+// time minus the duration with the arguments, and then (Next) the exit,
+// paired with those arguments, as two compact records would.
+func TestDecodeCall(t *testing.T) {
+	d := testDecoder()
+	ex := sample(KindExit, 1, 2) // ends at 1_003_066_000 ns after 3,066,000 ns
+	ex.Nargs, ex.Args, ex.Ret = 2, [6]uint64{0xffff000012345678, 4096}, -2
+	rec := encode(&ex) // header, duration, ret, the two arguments
+	require.Len(t, rec, 32+16+2*8)
+	rec[unsafe.Offsetof(bpfobj.TraceRecHdr{}.Kind)] = KindCall
+
+	var out bpfobj.TraceEvent
+	isEv, err := d.Decode(rec, &out)
+	require.NoError(t, err)
+	require.True(t, isEv)
+	assert.Equal(t, KindEntry, out.Kind)
+	assert.Equal(t, ex.TsNs-3066000, out.TsNs)
+	assert.Equal(t, uint8(2), out.Nargs)
+	assert.Equal(t, [6]uint64{0xffff000012345678, 4096}, out.Args)
+	assert.Equal(t, uint16(2), out.Depth)
+	assert.Equal(t, "workload", Comm(&out))
+
+	require.True(t, d.Next(&out))
+	assert.Equal(t, KindExit, out.Kind)
+	assert.Equal(t, ex.TsNs, out.TsNs)
+	assert.Equal(t, uint64(3066000), out.DurationNs)
+	assert.Equal(t, int64(-2), out.Ret)
+	assert.Equal(t, FlagHasArgs, out.Flags&FlagHasArgs)
+	assert.Equal(t, [6]uint64{0xffff000012345678, 4096}, out.Args)
+	assert.Equal(t, "workload", Comm(&out))
+	assert.False(t, d.Next(&out), "once")
+
+	// An exit record after it gives no second exit.
+	_, err = d.Decode(encode(&ex), &out)
+	require.NoError(t, err)
+	assert.False(t, d.Next(&out))
+
+	for _, bad := range [][]byte{rec[:50], append(rec, 0)} {
+		_, err := d.Decode(bad, &out)
+		assert.Error(t, err, "%d bytes", len(bad))
+	}
+	long := append([]byte(nil), rec...)
+	*(*uint64)(unsafe.Pointer(&long[32])) = ex.TsNs + 1
+	_, err = d.Decode(long, &out)
+	assert.EqualError(t, err, "call record of 1003066001 ns that ended at 1003066000 ns")
+}

@@ -205,12 +205,22 @@ func (p *pipeline) loop() error {
 	return nil
 }
 
-// handle decodes and writes one record; it reports --count reached.
+// handle decodes and writes one record (two events for a call record);
+// it reports --count reached.
 func (p *pipeline) handle() (bool, error) {
 	isEvent, err := p.dec.Decode(p.rec.RawSample, &p.ev)
 	if err != nil || !isEvent {
 		return false, err
 	}
+	done, err := p.write()
+	if err != nil || done || !p.dec.Next(&p.ev) {
+		return done, err
+	}
+	return p.write()
+}
+
+// write writes the decoded event p.ev; it reports --count reached.
+func (p *pipeline) write() (bool, error) {
 	sum := p.sum
 	sum.Events++
 	if p.ev.Kind == events.KindEntry {

@@ -61,6 +61,10 @@ type Options struct {
 	Interval time.Duration
 	// intervalSet: --interval was given (0 is then an error).
 	intervalSet bool
+	// LiveEntries sends each entry as the call starts
+	// (attach.Options.LiveEntries); by default a leaf call's entry comes
+	// with its exit, in one record.
+	LiveEntries bool
 	// Strings reads `char *` arguments at entry (attach.Options.Strings).
 	Strings bool
 	// Stack records and symbolizes the kernel stack at entry
