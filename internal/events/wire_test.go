@@ -187,3 +187,36 @@ func TestDecodeCall(t *testing.T) {
 	_, err = d.Decode(long, &out)
 	assert.EqualError(t, err, "call record of 1003066001 ns that ended at 1003066000 ns")
 }
+
+// BenchmarkDecodeTextCalls: the records of one ksys_read -> vfs_read call
+// as the kernel sends them by default (leaf_records): the outer entry,
+// the inner call's call record, the outer exit; 4 events from 3 records,
+// decoded and formatted as text.
+func BenchmarkDecodeTextCalls(b *testing.B) {
+	call := sample(KindExit, 1, 1)
+	call.Nargs = 2
+	rec := encode(&call)
+	rec[unsafe.Offsetof(bpfobj.TraceRecHdr{}.Kind)] = KindCall
+	outerEx := sample(KindExit, 0, 0)
+	outerEx.Flags, outerEx.Nargs = 0, 0
+	outerEn := sample(KindEntry, 0, 0)
+	recs := [][]byte{encode(&outerEn), rec, encode(&outerEx)}
+	tx := &Text{Table: table}
+	var ev bpfobj.TraceEvent
+	dec := testDecoder()
+	buf := make([]byte, 0, 256)
+	events := 0
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := dec.Decode(recs[i%3], &ev); err != nil {
+			b.Fatal(err)
+		}
+		buf = tx.Append(buf[:0], &ev)
+		events++
+		if dec.Next(&ev) {
+			buf = tx.Append(buf[:0], &ev)
+			events++
+		}
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+}
