@@ -173,7 +173,10 @@ type Tracer struct {
 	maps  bpfobj.TraceMaps
 	coll  *ebpf.Collection // every map of the object, .bss and .rodata included
 	armed *ebpf.Variable   // armed (.bss)
-	stats *ebpf.Variable   // ftp_stats (.bss)
+	// armedAt is CLOCK_MONOTONIC (bpf_ktime_get_ns's clock) just before
+	// armed was set: no event is older.
+	armedAt uint64
+	stats   *ebpf.Variable // ftp_stats (.bss)
 	// windowExits counts threads that exited inside an --entry window (.bss).
 	windowExits *ebpf.Variable
 	aggFuncs    []*symbols.Func // functions of the aggs table, by id
@@ -397,6 +400,10 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 		return nil, err
 	}
 	// Every link is in place: start recording (see `armed` in trace.bpf.c).
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err == nil {
+		t.armedAt = uint64(ts.Nano())
+	}
 	if err := t.armed.Set(uint32(1)); err != nil {
 		return nil, fmt.Errorf("arm: %w", err)
 	}
@@ -1037,13 +1044,21 @@ func (t *Tracer) TreeTGIDs() []uint32 {
 	return tgids
 }
 
+// ArmedAt is when recording started: CLOCK_MONOTONIC, the clock of the
+// records' ts_ns (bpf_ktime_get_ns), in ns, read just before the programs
+// were armed, so no event is older (0 if the clock could not be read).
+// Since leaf records (Options.LiveEntries unset), a call's entry can
+// arrive after another thread's later event: relative times count from
+// here, not from the first event delivered.
+func (t *Tracer) ArmedAt() uint64 { return t.armedAt }
+
 // Losses counts everything that was not delivered. Calls in flight when
 // the trace started or stopped (NoEntry, OpenAtExit) are reported but are
 // not losses. The counts that are not losses (hits, rejected calls,
 // skipped functions) are left out of its JSON: the trace summary carries
 // them at its top level.
 type Losses struct {
-	RingbufDrops   uint64 `json:"ringbuf_drops"`        // bpf_ringbuf_reserve failures (ringbuf full)
+	RingbufDrops   uint64 `json:"ringbuf_drops"`        // events lost to a full ringbuf (a leaf call's record holds two)
 	NoEntry        uint64 `json:"exits_without_entry"`  // exits with no matching entry frame
 	DepthOverflow  uint64 `json:"depth_overflow"`       // entries deeper than the per-thread stack
 	Unwound        uint64 `json:"unwound_frames"`       // entries whose own exit was never seen

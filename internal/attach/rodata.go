@@ -22,11 +22,12 @@ import (
 //
 // becomes rX = VALUE (a 64-bit immediate) and a `ja +0`, which the verifier
 // drops (opt_remove_nops, 5.3): the same number of slots, so every jump
-// offset stays right. Other shapes (the address kept in a register for
-// several loads, a load into another register, a load that is a jump
-// target, a function's first instruction) are left as they are. Call it
-// after the variables are set and before the programs load. Returns the
-// number of loads replaced.
+// offset stays right; so does `rX = address; rY = *(rX + k)` when no path
+// reads rX again (deadAfter), as rY = VALUE. Other shapes (the address
+// kept for several loads, a load that is a jump target, a function's first
+// instruction) are left as they are. Call it after the variables are set
+// and before the programs load; the values are read in spec.ByteOrder.
+// Returns the number of loads replaced.
 func inlineRodata(spec *ebpf.CollectionSpec) (int, error) {
 	ro := spec.Maps[".rodata"]
 	if ro == nil || len(ro.Contents) != 1 {
@@ -48,11 +49,15 @@ func inlineRodata(spec *ebpf.CollectionSpec) (int, error) {
 		}
 		copy(data[v.Offset:], v.Value)
 	}
+	bo := spec.ByteOrder
+	if bo == nil {
+		bo = binary.NativeEndian
+	}
 	total := 0
 	for name, ps := range spec.Programs {
 		// A copy: the spec's instructions may be shared (ProgramSpec.Copy).
 		insns := slices.Clone(ps.Instructions)
-		n, err := inlineRodataInsns(insns, data)
+		n, err := inlineRodataInsns(insns, data, bo)
 		if err != nil {
 			return 0, fmt.Errorf("inline .rodata in %s: %w", name, err)
 		}
@@ -62,7 +67,7 @@ func inlineRodata(spec *ebpf.CollectionSpec) (int, error) {
 	return total, nil
 }
 
-func inlineRodataInsns(insns asm.Instructions, data []byte) (int, error) {
+func inlineRodataInsns(insns asm.Instructions, data []byte, bo binary.ByteOrder) (int, error) {
 	// Slot of each instruction, and every jump target (in slots).
 	slots := make([]int, len(insns))
 	targets := map[int]bool{}
@@ -112,11 +117,11 @@ func inlineRodataInsns(insns asm.Instructions, data []byte) (int, error) {
 		case 1:
 			v = uint64(data[at])
 		case 2:
-			v = uint64(binary.NativeEndian.Uint16(data[at:]))
+			v = uint64(bo.Uint16(data[at:]))
 		case 4:
-			v = uint64(binary.NativeEndian.Uint32(data[at:]))
+			v = uint64(bo.Uint32(data[at:]))
 		case 8:
-			v = binary.NativeEndian.Uint64(data[at:])
+			v = bo.Uint64(data[at:])
 		}
 		imm := asm.LoadImm(mem.Dst, int64(v), asm.DWord)
 		if src := ld.Source(); src != nil {
@@ -177,6 +182,9 @@ func deadAfter(insns asm.Instructions, slots []int, index map[int]int, i int, re
 				return true
 			}
 		case c == asm.StClass || c == asm.StXClass:
+			if op.Mode() == asm.AtomicMode {
+				return false // may read and write r0 and src (cmpxchg, fetch)
+			}
 			if ins.Dst == reg || (c == asm.StXClass && ins.Src == reg) {
 				return false
 			}

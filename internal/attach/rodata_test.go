@@ -37,7 +37,7 @@ func TestInlineRodataInsns(t *testing.T) {
 	var before, after bytes.Buffer
 	require.NoError(t, insns.Marshal(&before, binary.LittleEndian))
 
-	n, err := inlineRodataInsns(insns, data)
+	n, err := inlineRodataInsns(insns, data, binary.LittleEndian)
 	require.NoError(t, err)
 	assert.Equal(t, 4, n)
 	assert.Equal(t, int64(0x22), insns[1].Constant)
@@ -59,7 +59,7 @@ func TestInlineRodataInsns(t *testing.T) {
 	require.NoError(t, insns.Marshal(&after, binary.LittleEndian))
 	assert.Equal(t, before.Len(), after.Len())
 
-	_, err = inlineRodataInsns(asm.Instructions{roLoad(asm.R1, 12), asm.LoadMem(asm.R1, asm.R1, 0, asm.DWord)}, data)
+	_, err = inlineRodataInsns(asm.Instructions{roLoad(asm.R1, 12), asm.LoadMem(asm.R1, asm.R1, 0, asm.DWord)}, data, binary.LittleEndian)
 	assert.EqualError(t, err, "load of 8 bytes at .rodata+12, past its 16 bytes")
 }
 

@@ -29,6 +29,7 @@ func TestVerifyHost(t *testing.T) {
 		spec.Variables["x_entry"].Set(x[0])
 		spec.Variables["x_exit"].Set(x[1])
 		spec.Variables["x_vals"].Set(x[2])
+		spec.Variables["leaf_records"].Set(uint8(1)) // trace's default
 		// Function 0: an integer and a string comparison through two
 		// reads at entry, ret at exit. Function 1: the worst case, 8
 		// comparisons each through two reads, at entry.
@@ -45,6 +46,12 @@ func TestVerifyHost(t *testing.T) {
 				wide.EntryOps = append(wide.EntryOps, expr.BoolOr)
 			}
 		}
+		// As attach.Open does: the settings inlined, then the predicates.
+		inlined, err := inlineRodata(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%v: %d .rodata loads inlined", x, inlined)
 		pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan, 1: wide}, mustFaults(t, spec))
 		if err != nil {
 			t.Fatal(err)
@@ -52,11 +59,6 @@ func TestVerifyHost(t *testing.T) {
 		if err := patchPredicates(spec, pr); err != nil {
 			t.Fatal(err)
 		}
-		inlined, err := inlineRodata(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Printf("%v: %d .rodata loads inlined\n", x, inlined)
 		for _, name := range []string{"ftp_kprobe", "ftp_kretprobe"} {
 			ps := spec.Programs[name]
 			coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,

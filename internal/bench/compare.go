@@ -112,7 +112,7 @@ type HitRow struct {
 	Hits        uint64  `json:"hits_last_run"`              // program runs counted in the last run (window body: calls rejected by the window)
 	Expected    uint64  `json:"hits_expected"`              // program runs the last run should count (window body: one rejection per call)
 	Misses      int64   `json:"misses"`                     // expected - counted, summed over runs (fprobe and recursion misses included)
-	Drops       uint64  `json:"ringbuf_drops,omitempty"`    // trace bodies: records the ringbuf had no room for, summed over runs
+	Drops       uint64  `json:"ringbuf_drops,omitempty"`    // trace bodies: events the ringbuf had no room for, summed over runs
 	Delivered   uint64  `json:"events_delivered,omitempty"` // trace bodies: event records read in the last run
 	Reader      string  `json:"reader,omitempty"`           // trace bodies: "during" (drained while timed) or "after" (drained after each timed run)
 }

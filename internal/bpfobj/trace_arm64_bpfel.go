@@ -127,6 +127,7 @@ const (
 	TraceFtpXflagsFTP_XF_STR    TraceFtpXflags = 2
 	TraceFtpXflagsFTP_XF_MASK   TraceFtpXflags = 4
 	TraceFtpXflagsFTP_XF_BYTES  TraceFtpXflags = 8
+	TraceFtpXflagsFTP_XF_BITS   TraceFtpXflags = 16
 )
 
 type TraceFtpXvalFlags uint32
@@ -154,18 +155,19 @@ type TraceRecFull struct {
 }
 
 type TraceRecHdr struct {
-	_      structs.HostLayout
-	TsNs   uint64
-	Tgid   uint32
-	Tid    uint32
-	FuncId uint32
-	Depth  uint16
-	Cpu    uint16
-	Kind   uint8
-	Mode   uint8
-	Flags  uint8
-	Nargs  uint8
-	Pad    uint32
+	_        structs.HostLayout
+	TsNs     uint64
+	Tgid     uint32
+	Tid      uint32
+	FuncId   uint32
+	Depth    uint16
+	Cpu      uint16
+	Kind     uint8
+	Mode     uint8
+	Flags    uint8
+	Nargs    uint8
+	EntryCpu uint16
+	Pad      uint16
 }
 
 type TraceRecX struct {
@@ -187,11 +189,13 @@ type TraceTstack struct {
 	F        [16]struct {
 		_        structs.HostLayout
 		TsNs     uint64
+		Pending  uint64
 		FuncId   uint32
+		Cpu      uint16
 		Nargs    uint8
 		Rejected uint8
 		Win      uint8
-		Pending  uint8
+		Pad      [7]uint8
 		Args     [6]uint64
 	}
 }

@@ -143,7 +143,7 @@ func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
 			return false, fmt.Errorf("call record of %d ns that ended at %d ns", dur, e.TsNs)
 		}
 		d.next, d.nextDur, d.nextRet = *h, dur, *(*int64)(unsafe.Pointer(&sample[HeaderSize+8]))
-		e.Kind, e.TsNs, e.DurationNs, e.Ret = KindEntry, e.TsNs-dur, 0, 0
+		e.Kind, e.TsNs, e.DurationNs, e.Ret, e.Cpu = KindEntry, e.TsNs-dur, 0, 0, uint32(h.EntryCpu)
 		copyArgs(e, sample[exitFixed:], n)
 		d.hasNext = true
 	case KindExit:
@@ -685,7 +685,7 @@ func (t Table) FuncName(id uint32) string {
 // With --stack, the entry's kernel stack follows, one frame per line.
 type Text struct {
 	Table Table
-	Base  uint64     // timestamp of the first event (ns), set on first use
+	Base  uint64     // relative times count from it (ns); 0: set to the first event's
 	Syms  Symbolizer // names stack frames (nil: hex addresses)
 	buf   []byte
 }
@@ -696,7 +696,7 @@ func (t *Text) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 		t.Base = e.TsNs
 	}
 	f := t.Table.Lookup(e.FuncId)
-	rel := e.TsNs - t.Base
+	rel := e.TsNs - min(e.TsNs, t.Base) // an entry older than Base (a leaf record) shows 0
 	b = AppendSeconds(b, rel)
 	b = append(b, ' ')
 	switch {

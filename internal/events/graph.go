@@ -20,7 +20,7 @@ import (
 //	TIME(s) CPU TGID/TID   3.066ms |  } = 4  /* do_sys_openat2 */
 type Graph struct {
 	Table   Table
-	Base    uint64                        // timestamp of the first event (ns), set on first use
+	Base    uint64                        // relative times count from it (ns); 0: set to the first event's
 	pending map[uint32]*bpfobj.TraceEvent // held entry per thread (nil: none)
 	lastTid uint32
 }
@@ -94,7 +94,7 @@ func (g *Graph) prefix(b []byte, e *bpfobj.TraceEvent, dur []byte) []byte {
 		b = append(b, " ------\n"...)
 	}
 	g.lastTid = e.Tid
-	b = AppendSeconds(b, e.TsNs-g.Base)
+	b = AppendSeconds(b, e.TsNs-min(e.TsNs, g.Base))
 	b = append(b, ' ')
 	b = appendPad(b, strconv.Itoa(int(e.Cpu)), 3)
 	b = append(b, ' ')

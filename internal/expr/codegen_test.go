@@ -10,6 +10,9 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
 // vm runs the instruction subset the predicate compiler emits, over a
@@ -443,10 +446,43 @@ func TestPredicateBitfields(t *testing.T) {
 	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[1]))
 	assert.True(t, pass, "-6")
 
+	// As an --arg value: the byte read, and the shift and width in the
+	// fetch's tail for xfetch (bpf/trace.bpf.c, FTP_XF_BITS).
 	s, err := ParseSet([]string{"file->f_bits"}, nil)
 	require.NoError(t, err)
-	_, _, err = s.CompileFunc(env())
-	assert.ErrorContains(t, err, "a bitfield as an --arg value is not supported yet")
+	vp, _, err := s.CompileFunc(env())
+	require.NoError(t, err)
+	require.Len(t, vp.Values, 1)
+	x := vp.Encode()
+	assert.Equal(t, uint8(bpfobj.TraceFtpXflagsFTP_XF_BITS), x.V[0].Flags)
+	assert.Equal(t, int32(0|3<<8), x.V[0].Tail, "shift 0, 3 bits")
+	assert.Equal(t, uint8(1), x.V[0].Size)
+	assert.Equal(t, [4]int32{112}, x.V[0].Off)
+}
+
+// TestValueBitfieldEncode: a signed bitfield across a byte boundary as an
+// --arg value: read as the bytes holding it, shift and width in the tail,
+// printed as its declared type (int: 4 bytes, signed).
+func TestValueBitfieldEncode(t *testing.T) {
+	bf := &btf.Struct{Name: "bf", Size: 8, Members: []btf.Member{
+		{Name: "a", Type: u32T},
+		{Name: "y", Type: intT, Offset: 32 + 6, BitfieldSize: 5}, // bits 38..42: bytes 4 and 5
+	}}
+	e := &Env{Func: "f", Proto: &btf.FuncProto{Return: intT, Params: []btf.FuncParam{
+		{Name: "p", Type: &btf.Pointer{Target: bf}}}}}
+	s, err := ParseSet([]string{"p->y"}, nil)
+	require.NoError(t, err)
+	p, _, err := s.CompileFunc(e)
+	require.NoError(t, err)
+	require.Len(t, p.Values, 1)
+	v := p.Values[0]
+	assert.Equal(t, symbols.ArgInt, v.Kind)
+	assert.Equal(t, uint32(4), v.Size)
+	x := p.Encode()
+	assert.Equal(t, uint8(bpfobj.TraceFtpXflagsFTP_XF_BITS|bpfobj.TraceFtpXflagsFTP_XF_SIGNED), x.V[0].Flags)
+	assert.Equal(t, int32(6|5<<8), x.V[0].Tail)
+	assert.Equal(t, uint8(2), x.V[0].Size, "bytes 4 and 5")
+	assert.Equal(t, [4]int32{4}, x.V[0].Off)
 }
 
 func TestPredicateSharing(t *testing.T) {

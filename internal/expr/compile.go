@@ -205,11 +205,17 @@ func (c *checker) argValue(e *Expr, v *cval) (Value, error) {
 	if err != nil {
 		return val, err
 	}
-	if f.Bits > 0 {
-		return val, c.errf(e.root, "a bitfield as an --arg value is not supported yet: it prints inside its struct (--arg '*ptr'), and --filter compares it")
-	}
 	val.Fetch, val.Type = f, typeString(r.typ)
 	val.Size = uint32(f.Size)
+	if f.Bits > 0 {
+		// Read as the bytes holding it, printed as its declared type.
+		if f.Tail != 0 || f.Bits >= 64 {
+			return val, c.errf(e.root, "a bitfield of %d bits with an offset of %d: not a value", f.Bits, f.Tail)
+		}
+		if n := sizeof(r.typ); n > 0 && n <= 8 {
+			val.Size = uint32(n)
+		}
+	}
 	switch u := under(r.typ).(type) {
 	case *btf.Int:
 		switch {
@@ -454,6 +460,12 @@ func encodeFetch(f Fetch) (src, nload, size, flags uint8, tail int32, off [MaxLo
 	}
 	if f.Bytes > 0 {
 		flags |= uint8(bpfobj.TraceFtpXflagsFTP_XF_BYTES)
+	}
+	if f.Bits > 0 {
+		// A bitfield has no tail (compileValue refuses one): the slot
+		// carries its shift and width.
+		flags |= uint8(bpfobj.TraceFtpXflagsFTP_XF_BITS)
+		tail = int32(f.Shift) | int32(f.Bits)<<8
 	}
 	return
 }

@@ -136,7 +136,14 @@ func newPipeline(ctx context.Context, o Options, src source, tr tracing, mode st
 		Deferred:  o.Filters.MinDuration > 0 || o.Filters.ErrorsOnly,
 		EntryOnly: strings.TrimPrefix(symbols.EntryOnlySummary(attached), "entry only: ")}
 	p.w = bufio.NewWriterSize(o.Out, 64<<10)
-	p.sink = newSink(o, table, syms)
+	// Relative times count from arming (no event is older), not from
+	// the first event delivered: a leaf call's entry comes with its exit,
+	// after later events of other threads.
+	var base uint64
+	if a, ok := tr.(interface{ ArmedAt() uint64 }); ok {
+		base = a.ArmedAt()
+	}
+	p.sink = newSink(o, table, syms, base)
 	p.stop = newStopper(ctx, p.start, o.Duration, o.Count, cmd)
 	p.target, p.targetFlag = o.Filters.TID, "--tid"
 	if p.target == 0 {

@@ -501,10 +501,10 @@ func TestStopper(t *testing.T) {
 // TestSinks: newSink picks the sink of the output flags.
 func TestSinks(t *testing.T) {
 	tb := events.Table{openat2}
-	assert.IsType(t, textSink{}, newSink(Options{}, tb, nil))
-	assert.IsType(t, graphSink{}, newSink(Options{Graph: true}, tb, nil))
-	assert.IsType(t, jsonSink{}, newSink(Options{Output: "json", Graph: true}, tb, nil))
-	assert.IsType(t, perfettoSink{}, newSink(Options{Output: "perfetto"}, tb, nil))
+	assert.IsType(t, textSink{}, newSink(Options{}, tb, nil, 0))
+	assert.IsType(t, graphSink{}, newSink(Options{Graph: true}, tb, nil, 0))
+	assert.IsType(t, jsonSink{}, newSink(Options{Output: "json", Graph: true}, tb, nil, 0))
+	assert.IsType(t, perfettoSink{}, newSink(Options{Output: "perfetto"}, tb, nil, 0))
 	var ev bpfobj.TraceEvent
-	assert.Empty(t, newSink(Options{Output: "perfetto"}, tb, nil).event(nil, &ev), "written at the end")
+	assert.Empty(t, newSink(Options{Output: "perfetto"}, tb, nil, 0).event(nil, &ev), "written at the end")
 }

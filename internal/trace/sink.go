@@ -23,11 +23,12 @@ type sink interface {
 }
 
 // newSink is the sink of o.Output and o.Graph for the functions of table;
-// syms symbolizes --stack.
-func newSink(o Options, table events.Table, syms events.Symbolizer) sink {
+// syms symbolizes --stack; base is the time relative times count from (0:
+// the first event's).
+func newSink(o Options, table events.Table, syms events.Symbolizer, base uint64) sink {
 	switch {
 	case len(o.Entries) > 0:
-		t := &events.Tree{Table: table, Entries: o.entryIDs(table), JSON: o.Output == "json", ErrorsOnly: o.entryErrors}
+		t := &events.Tree{Table: table, Entries: o.entryIDs(table), JSON: o.Output == "json", ErrorsOnly: o.entryErrors, Base: base}
 		if o.Output == "perfetto" {
 			t.Perfetto = &events.Perfetto{Table: table}
 		}
@@ -37,9 +38,9 @@ func newSink(o Options, table events.Table, syms events.Symbolizer) sink {
 	case o.Output == "json":
 		return jsonSink{&events.JSON{Table: table, Syms: syms}}
 	case o.Graph:
-		return graphSink{&events.Graph{Table: table}}
+		return graphSink{&events.Graph{Table: table, Base: base}}
 	default:
-		return textSink{&events.Text{Table: table, Syms: syms}}
+		return textSink{&events.Text{Table: table, Syms: syms, Base: base}}
 	}
 }
 
