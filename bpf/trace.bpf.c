@@ -296,7 +296,8 @@ struct frame {
 	__u8 nargs;
 	__u8 rejected; /* --filter rejected the call at entry: its exit is dropped */
 	__u8 win;      /* the thread's window depth before this call (--entry) */
-	__u8 _pad[7];
+	__u8 _pad[3];
+	__u32 comm_gen; /* leaf_records: the thread's comm_gen at entry */
 	__u64 args[FTP_MAX_ARGS]; /* written only when the exit carries them (deferred, pending) */
 };
 
@@ -304,6 +305,10 @@ struct tstack {
 	__u32 depth;     /* frames in use */
 	__u32 overflow;  /* entries beyond FTP_MAX_DEPTH not recorded */
 	__u32 comm_sent; /* user space has this thread's current comm */
+	/* Bumped at every comm change (exec, rename): a pending entry whose
+	 * comm_gen differs was entered under the comm user space has, and is
+	 * sent before the new one (leaf_records). */
+	__u32 comm_gen;
 	__u32 window;    /* --entry: entry-function calls open on this thread */
 	struct frame f[FTP_MAX_DEPTH];
 };
@@ -821,7 +826,11 @@ static __always_inline void flush_entry(struct tstack *st, __u32 i, __u64 pid_tg
 	struct frame *f = &st->f[FTP_SLOT(i)];
 	if (!f->pending || !__sync_lock_test_and_set(&f->pending, 0))
 		return;
-	send_comm(st, pid_tgid, f->ts_ns);
+	/* Renamed since the entry (exec): user space still has the comm it
+	 * was entered under, which this entry goes out with; the new one
+	 * goes before the next record. */
+	if (f->comm_gen == st->comm_gen)
+		send_comm(st, pid_tgid, f->ts_ns);
 	struct rec_entry r;
 	fill_hdr(&r.h, pid_tgid, f->ts_ns, f->func_id, FTP_ENTRY, mode, i);
 	r.h.cpu = f->cpu;
@@ -1208,6 +1217,11 @@ static __always_inline int on_entry(void *ctx, __u64 pid_tgid, __u64 cookie, __u
 		for (int i = 0; i < FTP_MAX_ARGS; i++)
 			f->args[i] = args[i];
 		f->cpu = bpf_get_smp_processor_id();
+		/* The comm the entry is under reaches user space now (once per
+		 * thread and after a change), so a later entry or call record
+		 * can rely on it. */
+		send_comm(st, pid_tgid, now);
+		f->comm_gen = st->comm_gen;
 		asm volatile("" ::: "memory");
 		f->pending = 1;
 		return 0;
@@ -1387,6 +1401,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	int timed = 0;
 	int leaf = 0; /* FTP_LEAF: its entry was not sent, one FTP_CALL record */
 	__u16 ecpu = 0;
+	__u32 lgen = 0;
 	if (found >= 0 && st) {
 		struct frame *f = &st->f[FTP_SLOT(found)];
 		timed = 1;
@@ -1394,6 +1409,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 		if (FTP_LEAF && f->pending && __sync_lock_test_and_set(&f->pending, 0)) {
 			leaf = 1;
 			ecpu = f->cpu;
+			lgen = f->comm_gen;
 		}
 		if (FTP_DEFERRED || leaf) {
 			fnargs = f->nargs;
@@ -1427,6 +1443,25 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	}
 	if (emit && want_agg)
 		aggregate(func_id, timed, dur, ret, is_err);
+	if (FTP_LEAF && leaf && emit && st && lgen != st->comm_gen) {
+		/* Renamed during the call (exec): its entry goes on its own,
+		 * under the comm user space has, before the new comm and the
+		 * exit. */
+		struct rec_entry re;
+		fill_hdr(&re.h, pid_tgid, now - dur, func_id, FTP_ENTRY, mode, found);
+		re.h.cpu = ecpu;
+		re.h.flags = FTP_F_HAS_ARGS;
+		__u64 n = fnargs;
+		asm volatile("%[v] &= 7" : [v] "+r"(n)); /* see on_entry */
+		if (n > FTP_MAX_ARGS)
+			n = FTP_MAX_ARGS;
+		re.h.nargs = n;
+		for (int i = 0; i < FTP_MAX_ARGS; i++)
+			re.args[i] = fargs[i];
+		output(&re, sizeof(re.h) + n * 8, 1);
+		leaf = 0;
+		fnargs = 0;
+	}
 	if (emit && want_events && !(want_strings || want_stack))
 		send_comm(st, pid_tgid, now);
 	/* FTP_LEAF: the innermost frame is not this exit's (an inner call's
@@ -1693,8 +1728,10 @@ static __always_inline void comm_changed(struct task_struct *t)
 		__u32 tid = t->pid;
 		st = bpf_map_lookup_elem(&stacks, &tid);
 	}
-	if (st)
+	if (st) {
 		st->comm_sent = 0;
+		st->comm_gen++;
+	}
 }
 
 SEC("tp_btf/task_rename")

@@ -185,7 +185,9 @@ type TraceTstack struct {
 	Depth    uint32
 	Overflow uint32
 	CommSent uint32
+	CommGen  uint32
 	Window   uint32
+	_        [4]byte
 	F        [16]struct {
 		_        structs.HostLayout
 		TsNs     uint64
@@ -195,7 +197,8 @@ type TraceTstack struct {
 		Nargs    uint8
 		Rejected uint8
 		Win      uint8
-		Pad      [7]uint8
+		Pad      [3]uint8
+		CommGen  uint32
 		Args     [6]uint64
 	}
 }
