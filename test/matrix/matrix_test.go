@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -105,6 +106,11 @@ func TestKernelMatrix(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			add := []string{b[1] + ":/kernel.test"}
+			env := []string{"FTPROBE_BINARY=/bin/ftprobe"}
+			if runsTest(filter, "TestModuleFunction") {
+				add, env = withModule(ctx, k, add, env)
+			}
 			pr, pw := io.Pipe()
 			var summary []string
 			done := make(chan struct{})
@@ -124,9 +130,9 @@ func TestKernelMatrix(t *testing.T) {
 			// (session 4): room for them and for slower CI machines.
 			res, err := lab.Run(ctx, lab.Config{
 				Kernel: k, Binary: b[0], Exec: "/kernel.test",
-				Add:     []string{b[1] + ":/kernel.test"},
+				Add:     add,
 				Args:    append([]string{"-test.v", "-test.timeout", "50m"}, filter...),
-				Env:     []string{"FTPROBE_BINARY=/bin/ftprobe"},
+				Env:     env,
 				Timeout: 55 * time.Minute, Stdout: pw, Stderr: os.Stderr,
 			})
 			pw.Close()
@@ -152,4 +158,64 @@ func runFilter() []string {
 		return []string{"-test.run", r}
 	}
 	return nil
+}
+
+// TestModule is the kernel module TestModuleFunction traces a function of,
+// and ModuleGuestPath where the guest finds it (FTPROBE_TEST_MODULE).
+const (
+	TestModule      = "tun"
+	ModuleGuestPath = "/modules/tun.ko"
+)
+
+// withModule carries the kernel's own tun.ko into a full-tier guest for
+// TestModuleFunction. When it cannot be had (no network, no such package
+// for this kernel), the reason goes to the guest in
+// FTPROBE_TEST_MODULE_ERROR instead: the test fails with it on the kernels
+// that must run it (7.3) rather than passing by skipping.
+func withModule(ctx context.Context, k *lab.Kernel, add, env []string) ([]string, []string) {
+	p, err := lab.DebianModule(ctx, k, TestModule, os.Stderr)
+	if err != nil {
+		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		fmt.Fprintf(os.Stderr, "matrix: no %s.ko for %s: %s\n", TestModule, k, msg)
+		return add, append(env, "FTPROBE_TEST_MODULE_ERROR=host could not provide "+TestModule+".ko: "+msg)
+	}
+	return append(add, p+":"+ModuleGuestPath), append(env, "FTPROBE_TEST_MODULE="+ModuleGuestPath)
+}
+
+// runsTest reports whether the guest's -test.run filter (nil: all tests)
+// selects the top-level test name, so that a targeted run of other tests
+// downloads no module. A pattern that does not compile counts as selecting
+// it (go test reports the bad pattern itself).
+func runsTest(filter []string, name string) bool {
+	for i := 0; i+1 < len(filter); i++ {
+		if filter[i] != "-test.run" {
+			continue
+		}
+		top, _, _ := strings.Cut(filter[i+1], "/")
+		re, err := regexp.Compile(top)
+		return err != nil || re.MatchString(name)
+	}
+	return true
+}
+
+// TestRunsTest: the module is fetched for the full tier and for a targeted
+// run that selects TestModuleFunction, not for the fast tier or other
+// targets.
+func TestRunsTest(t *testing.T) {
+	for _, c := range []struct {
+		filter []string
+		want   bool
+	}{
+		{nil, true},
+		{[]string{"-test.run", FastTests, "-test.short"}, false},
+		{[]string{"-test.run", "TestModuleFunction"}, true},
+		{[]string{"-test.run", "TestModuleFunction/fentry"}, true},
+		{[]string{"-test.run", "^(TestArgFilter|TestModule.*)$"}, true},
+		{[]string{"-test.run", "TestArgFilter"}, false},
+		{[]string{"-test.run", "("}, true},
+	} {
+		if got := runsTest(c.filter, "TestModuleFunction"); got != c.want {
+			t.Errorf("runsTest(%q) = %v, want %v", c.filter, got, c.want)
+		}
+	}
 }
