@@ -819,6 +819,31 @@ static __always_inline void send_comm(struct tstack *st, __u64 pid_tgid, __u64 n
 		st->comm_sent = 1;
 }
 
+/* emit_entry sends a compact entry record: the call entered at ts on
+ * cpu, with nargs of args. The one copy for an entry sent when it happens
+ * (on_entry), a pending one sent on its own (flush_entry), and one whose
+ * call was renamed during its run (on_exit). */
+static __always_inline void emit_entry(__u64 pid_tgid, __u64 ts, __u32 func_id, __u8 mode, __u16 depth,
+				       __u16 cpu, __u64 nargs, __u64 *args)
+{
+	struct rec_entry r;
+	fill_hdr(&r.h, pid_tgid, ts, func_id, FTP_ENTRY, mode, depth);
+	r.h.cpu = cpu;
+	r.h.flags = FTP_F_HAS_ARGS;
+	/* Masked where clang cannot drop it (see FTP_SLOT): it knows nargs
+	 * <= FTP_MAX_ARGS from the callers and would drop a C mask and the
+	 * clamp, and 6.1's verifier then sees an unbounded size ("R3 min
+	 * value is negative", found by the fast tier on 6.1). */
+	__u64 n = nargs;
+	asm volatile("%[v] &= 7" : [v] "+r"(n));
+	if (n > FTP_MAX_ARGS)
+		n = FTP_MAX_ARGS;
+	r.h.nargs = n;
+	for (int k = 0; k < FTP_MAX_ARGS; k++)
+		r.args[k] = args[k];
+	output(&r, sizeof(r.h) + n * 8, 1);
+}
+
 /* flush_entry sends the pending entry of frame i (FTP_LEAF) on its own:
  * a call nested in it, or an exit that unwinds it, comes next. */
 static __always_inline void flush_entry(struct tstack *st, __u32 i, __u64 pid_tgid, __u8 mode)
@@ -831,18 +856,7 @@ static __always_inline void flush_entry(struct tstack *st, __u32 i, __u64 pid_tg
 	 * goes before the next record. */
 	if (f->comm_gen == st->comm_gen)
 		send_comm(st, pid_tgid, f->ts_ns);
-	struct rec_entry r;
-	fill_hdr(&r.h, pid_tgid, f->ts_ns, f->func_id, FTP_ENTRY, mode, i);
-	r.h.cpu = f->cpu;
-	r.h.flags = FTP_F_HAS_ARGS;
-	__u64 n = f->nargs;
-	asm volatile("%[v] &= 7" : [v] "+r"(n));
-	if (n > FTP_MAX_ARGS)
-		n = FTP_MAX_ARGS;
-	r.h.nargs = n;
-	for (int k = 0; k < FTP_MAX_ARGS; k++)
-		r.args[k] = f->args[k];
-	output(&r, sizeof(r.h) + n * 8, 1);
+	emit_entry(pid_tgid, f->ts_ns, f->func_id, mode, i, f->cpu, f->nargs, f->args);
 }
 
 static __always_inline __u64 pick_arg(__u64 *args, __u32 i)
@@ -1242,21 +1256,7 @@ emit:
 		emit_x(xp, &xc, pid_tgid, now, func_id, FTP_ENTRY, mode, d, FTP_F_HAS_ARGS, nargs, 0, 0);
 		return 0;
 	}
-	struct rec_entry r;
-	fill_hdr(&r.h, pid_tgid, now, func_id, FTP_ENTRY, mode, d);
-	r.h.flags = FTP_F_HAS_ARGS;
-	r.h.nargs = nargs;
-	for (int i = 0; i < FTP_MAX_ARGS; i++)
-		r.args[i] = args[i];
-	/* Masked where clang cannot drop it (see FTP_SLOT): it knows nargs
-	 * <= FTP_MAX_ARGS from the callers and would drop a C mask and the
-	 * clamp, and 6.1's verifier then sees an unbounded size ("R3 min
-	 * value is negative", found by the fast tier on 6.1). */
-	__u64 n = nargs;
-	asm volatile("%[v] &= 7" : [v] "+r"(n));
-	if (n > FTP_MAX_ARGS)
-		n = FTP_MAX_ARGS;
-	output(&r, sizeof(r.h) + n * 8, 1);
+	emit_entry(pid_tgid, now, func_id, mode, d, bpf_get_smp_processor_id(), nargs, args);
 	return 0;
 }
 
@@ -1447,18 +1447,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 		/* Renamed during the call (exec): its entry goes on its own,
 		 * under the comm user space has, before the new comm and the
 		 * exit. */
-		struct rec_entry re;
-		fill_hdr(&re.h, pid_tgid, now - dur, func_id, FTP_ENTRY, mode, found);
-		re.h.cpu = ecpu;
-		re.h.flags = FTP_F_HAS_ARGS;
-		__u64 n = fnargs;
-		asm volatile("%[v] &= 7" : [v] "+r"(n)); /* see on_entry */
-		if (n > FTP_MAX_ARGS)
-			n = FTP_MAX_ARGS;
-		re.h.nargs = n;
-		for (int i = 0; i < FTP_MAX_ARGS; i++)
-			re.args[i] = fargs[i];
-		output(&re, sizeof(re.h) + n * 8, 1);
+		emit_entry(pid_tgid, now - dur, func_id, mode, found, ecpu, fnargs, fargs);
 		leaf = 0;
 		fnargs = 0;
 	}
