@@ -132,6 +132,166 @@ func inlineRodataInsns(insns asm.Instructions, data []byte, bo binary.ByteOrder)
 		n++
 		i++
 	}
+	// The address kept in a register for several loads (clang reads
+	// filter_tid this way: once to test it against zero, once to compare):
+	// each load through it becomes a one-slot move of its value, and the
+	// address itself a plain zero once nothing else reads it.
+	for i := 0; i < len(insns); i++ {
+		ld := insns[i]
+		if !ld.IsLoadFromMap() || ld.Src != asm.PseudoMapValue || ld.Reference() != ".rodata" || ld.Symbol() != "" {
+			continue
+		}
+		m, err := inlineKeptAddress(insns, slots, index, targets, i, data, bo)
+		if err != nil {
+			return n, err
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// inlineKeptAddress replaces the loads through the .rodata address that
+// instruction i (a 64-bit map-value load into rX) leaves in rX, within its
+// basic block: `rY = *(uN *)(rX + k)` becomes `wY = VALUE` (sizes 1-4:
+// a 32-bit move, zero-extended as the load) or `rY = VALUE` (size 8, when
+// the value fits a sign-extended 32-bit immediate), in the same slot; the
+// block runs on past conditional jumps (their fall-through has no other
+// way in) and, for r6-r9, past calls. When
+// every read of rX was such a load and no path reads rX later, the address
+// becomes a 64-bit immediate zero (same two slots). Returns the number of
+// loads replaced.
+func inlineKeptAddress(insns asm.Instructions, slots []int, index map[int]int, targets map[int]bool, i int, data []byte, bo binary.ByteOrder) (int, error) {
+	ld := insns[i]
+	rx := ld.Dst
+	base := int(uint32(uint64(ld.Constant) >> 32))
+	n := 0
+	other := false     // rX read by something this does not replace
+	dead := false      // rX written before any other read
+	var branches []int // where the conditional jumps passed go
+	j := i + 1
+scan:
+	for ; j < len(insns); j++ {
+		if targets[slots[j]] {
+			break // another path joins: its rX is not known here
+		}
+		ins := insns[j]
+		op := ins.OpCode
+		regSrc := op.Source() == asm.RegSource
+		switch c := op.Class(); {
+		case c == asm.LdXClass && op.Mode() == asm.MemMode && ins.Src == rx && ins.Symbol() == "":
+			size := int(op.Size().Sizeof())
+			at := base + int(ins.Offset)
+			if size <= 0 || at < 0 || at+size > len(data) {
+				return n, fmt.Errorf("load of %d bytes at .rodata+%d, past its %d bytes", size, at, len(data))
+			}
+			var mov asm.Instruction
+			switch size {
+			case 1:
+				mov = asm.Mov.Imm32(ins.Dst, int32(data[at]))
+			case 2:
+				mov = asm.Mov.Imm32(ins.Dst, int32(bo.Uint16(data[at:])))
+			case 4:
+				mov = asm.Mov.Imm32(ins.Dst, int32(bo.Uint32(data[at:])))
+			case 8:
+				v := int64(bo.Uint64(data[at:]))
+				if v != int64(int32(v)) {
+					other = true
+					if ins.Dst == rx {
+						break scan
+					}
+					continue
+				}
+				mov = asm.Mov.Imm(ins.Dst, int32(v))
+			}
+			if src := ins.Source(); src != nil {
+				mov = mov.WithSource(src)
+			}
+			insns[j] = mov
+			n++
+			if ins.Dst == rx {
+				dead = true
+				break scan
+			}
+		case c.IsALU():
+			if (regSrc && ins.Src == rx) || (op.ALUOp() != asm.Mov && ins.Dst == rx) {
+				other = true
+				break scan
+			}
+			if ins.Dst == rx {
+				dead = true
+				break scan
+			}
+		case c == asm.LdXClass && (op.Mode() == asm.MemMode || op.Mode() == asm.MemSXMode):
+			if ins.Src == rx {
+				other = true
+				break scan
+			}
+			if ins.Dst == rx {
+				dead = true
+				break scan
+			}
+		case c == asm.LdClass && op.IsDWordLoad():
+			if ins.Dst == rx {
+				dead = true
+				break scan
+			}
+		case (c == asm.StClass || c == asm.StXClass) && op.Mode() != asm.AtomicMode:
+			if ins.Dst == rx || (c == asm.StXClass && ins.Src == rx) {
+				other = true
+				break scan
+			}
+		case c.IsJump() && op.JumpOp() == asm.Call:
+			// A call reads r1-r5 (as many as the function takes) and
+			// writes r0-r5; r6-r9 pass through it.
+			if rx >= asm.R1 && rx <= asm.R5 {
+				other = true
+				break scan
+			}
+			if rx == asm.R0 {
+				dead = true
+				break scan
+			}
+		case c.IsJump() && op.JumpOp() == asm.Exit:
+			other = rx == asm.R0
+			dead = !other
+			break scan
+		case c.IsJump() && op.JumpOp() != asm.Ja:
+			// A conditional jump: the fall-through path is still this
+			// block's (no other path joins it); rX must be dead where
+			// the jump goes.
+			if ins.Dst == rx || (regSrc && ins.Src == rx) {
+				other = true
+				break scan
+			}
+			t, ok := index[slots[j]+1+jumpOffset(ins)]
+			if !ok {
+				other = true
+				break scan
+			}
+			branches = append(branches, t)
+		default:
+			break scan // ja, an atomic, a legacy load: the scan ends
+		}
+	}
+	if n == 0 || other {
+		return n, nil
+	}
+	budget := 256
+	if !dead && !deadAfter(insns, slots, index, j, rx, &budget) {
+		return n, nil
+	}
+	for _, t := range branches {
+		if !deadAfter(insns, slots, index, t, rx, &budget) {
+			return n, nil
+		}
+	}
+	// rX is dead: a plain zero in the same two slots (one instruction
+	// once jitted, where the address took three or four).
+	zero := asm.LoadImm(rx, 0, asm.DWord)
+	if src := ld.Source(); src != nil {
+		zero = zero.WithSource(src)
+	}
+	insns[i] = zero
 	return n, nil
 }
 

@@ -39,7 +39,7 @@ func TestInlineRodataInsns(t *testing.T) {
 
 	n, err := inlineRodataInsns(insns, data, binary.LittleEndian)
 	require.NoError(t, err)
-	assert.Equal(t, 4, n)
+	assert.Equal(t, 5, n)
 	assert.Equal(t, int64(0x22), insns[1].Constant)
 	assert.Equal(t, int64(0x4433), insns[3].Constant)
 	dword := uint64(0xccbbaa9988776655)
@@ -53,7 +53,10 @@ func TestInlineRodataInsns(t *testing.T) {
 		assert.Equal(t, asm.Ja.Op(asm.ImmSource), insns[i+1].OpCode, "instruction %d", i+1)
 		assert.Zero(t, insns[i+1].Offset, "instruction %d: ja +0", i+1)
 	}
-	assert.Equal(t, asm.PseudoMapValue, insns[7].Src, "a load whose address is read later stays")
+	assert.Equal(t, asm.PseudoMapValue, insns[7].Src, "an address read later stays")
+	assert.Equal(t, asm.Mov.Imm32(asm.R5, 0x44332211).OpCode, insns[8].OpCode, "the load through it: a 32-bit move")
+	assert.Equal(t, asm.R5, insns[8].Dst)
+	assert.Equal(t, int64(0x44332211), insns[8].Constant)
 	assert.Equal(t, asm.PseudoMapValue, insns[9].Src, "a load that is a jump target stays")
 	// The same slots: every jump offset still holds.
 	require.NoError(t, insns.Marshal(&after, binary.LittleEndian))
@@ -61,6 +64,48 @@ func TestInlineRodataInsns(t *testing.T) {
 
 	_, err = inlineRodataInsns(asm.Instructions{roLoad(asm.R1, 12), asm.LoadMem(asm.R1, asm.R1, 0, asm.DWord)}, data, binary.LittleEndian)
 	assert.EqualError(t, err, "load of 8 bytes at .rodata+12, past its 16 bytes")
+	_, err = inlineRodataInsns(asm.Instructions{roLoad(asm.R1, 12), asm.LoadMem(asm.R2, asm.R1, 0, asm.DWord), asm.LoadMem(asm.R3, asm.R1, 0, asm.Byte), asm.Return()}, data, binary.LittleEndian)
+	assert.EqualError(t, err, "load of 8 bytes at .rodata+12, past its 16 bytes")
+}
+
+// TestInlineKeptAddress: clang keeps a variable's address for two reads
+// (filter_tid: tested against zero, then compared); each read becomes a
+// move of its value and the address, read by nothing else, a zero.
+func TestInlineKeptAddress(t *testing.T) {
+	data := make([]byte, 16)
+	binary.LittleEndian.PutUint32(data[4:], 0xfffffff0) // a u32 with the top bit set
+	binary.LittleEndian.PutUint64(data[8:], 1<<40)       // too wide for a move's immediate
+	insns := asm.Instructions{
+		roLoad(asm.R0, 4),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
+		asm.LoadMem(asm.R0, asm.R0, 0, asm.Word),
+		asm.JEq.Reg(asm.R0, asm.R1, "out"),
+		roLoad(asm.R2, 8),
+		asm.LoadMem(asm.R3, asm.R2, -8, asm.Half), // .rodata+0: 0
+		asm.LoadMem(asm.R4, asm.R2, 0, asm.DWord), // too wide: the address stays
+		asm.Mov.Imm(asm.R2, 0),
+		asm.Return().WithSymbol("out"),
+		roLoad(asm.R6, 4),
+		asm.LoadMem(asm.R7, asm.R6, 0, asm.Word),
+		asm.Mov.Reg(asm.R0, asm.R6), // the address read as a value: stays
+		asm.Return(),
+	}
+	var before, after bytes.Buffer
+	require.NoError(t, insns.Marshal(&before, binary.LittleEndian))
+	n, err := inlineRodataInsns(insns, data, binary.LittleEndian)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+
+	assert.Equal(t, asm.LoadImm(asm.R0, 0, asm.DWord), insns[0], "the address, dead: a zero")
+	assert.Equal(t, asm.Mov.Imm32(asm.R1, -16), insns[1], "0xfffffff0 zero-extended by the 32-bit move")
+	assert.Equal(t, asm.Mov.Imm32(asm.R0, -16), insns[2])
+	assert.Equal(t, asm.PseudoMapValue, insns[4].Src, "an address still read (the wide load) stays")
+	assert.Equal(t, asm.Mov.Imm32(asm.R3, 0), insns[5])
+	assert.Equal(t, asm.LdXClass, insns[6].OpCode.Class(), "8 bytes that no immediate holds: loaded")
+	assert.Equal(t, asm.PseudoMapValue, insns[9].Src, "an address read as a value stays")
+	assert.Equal(t, asm.Mov.Imm32(asm.R7, -16), insns[10])
+	require.NoError(t, insns.Marshal(&after, binary.LittleEndian))
+	assert.Equal(t, before.Len(), after.Len(), "the same slots")
 }
 
 // TestInlineRodataValues: the values inlined are the ones set on the
@@ -88,4 +133,56 @@ func TestInlineRodataValues(t *testing.T) {
 	assert.Positive(t, imms(spec.Programs["ftp_fexit"].Instructions, 0x5eed20000), "min_duration_ns in ftp_fexit")
 	assert.Positive(t, imms(spec.Programs["ftp_kretprobe"].Instructions, 0x5eed20000), "min_duration_ns in ftp_kretprobe")
 	assert.Zero(t, imms(before.Instructions, 0x5eed20000), "a copy made before keeps its loads")
+}
+
+// TestInlineKeptAddressBlocks: the scan goes on past a conditional jump
+// (the address must be dead where it goes) and, for r6-r9, past a call.
+func TestInlineKeptAddressBlocks(t *testing.T) {
+	data := make([]byte, 8)
+	binary.LittleEndian.PutUint32(data[4:], 77)
+	jeq := asm.JEq.Imm(asm.R2, 0, "")
+	jeq.Offset = 3 // to the Mov R1 at slot 7
+	insns := asm.Instructions{
+		roLoad(asm.R1, 4),                        // slots 0-1
+		asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // 2
+		jeq,                                      // 3
+		asm.LoadMem(asm.R1, asm.R1, 0, asm.Word), // 4: past the jump, same block
+		asm.Mov.Reg(asm.R0, asm.R1),              // 5
+		asm.Return(),                             // 6
+		asm.Mov.Imm(asm.R1, 0),                   // 7: R1 written where the jump goes
+		asm.Return(),                             // 8
+	}
+	n, err := inlineRodataInsns(insns, data, binary.LittleEndian)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	assert.Equal(t, asm.LoadImm(asm.R1, 0, asm.DWord), insns[0])
+	assert.Equal(t, asm.Mov.Imm32(asm.R2, 77), insns[1])
+	assert.Equal(t, asm.Mov.Imm32(asm.R1, 77), insns[3])
+
+	// The same, but the jump goes where R1 is read: the address stays.
+	insns[0], insns[1], insns[3] = roLoad(asm.R1, 4), asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), asm.LoadMem(asm.R1, asm.R1, 0, asm.Word)
+	insns[6] = asm.Mov.Reg(asm.R0, asm.R1)
+	n, err = inlineRodataInsns(insns, data, binary.LittleEndian)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	assert.Equal(t, asm.PseudoMapValue, insns[0].Src)
+
+	calls := asm.Instructions{
+		roLoad(asm.R6, 4),
+		asm.LoadMem(asm.R2, asm.R6, 0, asm.Word),
+		asm.FnKtimeGetNs.Call(),
+		asm.LoadMem(asm.R3, asm.R6, 0, asm.Word), // r6 survives the call
+		asm.Mov.Imm(asm.R6, 0),
+		roLoad(asm.R1, 4),
+		asm.LoadMem(asm.R2, asm.R1, 0, asm.Word),
+		asm.FnKtimeGetNs.Call(), // may read r1: the address stays
+		asm.Return(),
+	}
+	n, err = inlineRodataInsns(calls, data, binary.LittleEndian)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	assert.Equal(t, asm.LoadImm(asm.R6, 0, asm.DWord), calls[0])
+	assert.Equal(t, asm.Mov.Imm32(asm.R3, 77), calls[3])
+	assert.Equal(t, asm.PseudoMapValue, calls[5].Src)
+	assert.Equal(t, asm.Mov.Imm32(asm.R2, 77), calls[6])
 }

@@ -11,7 +11,9 @@
 # CALLS_A and CALLS_B calls, and prints the difference per symbol and BPF
 # source line divided by the difference in trampoline runs: what the
 # additional calls cost, without the programs' load and verification,
-# which both runs share. (User-space and page-allocation lines are the
+# which both runs share. With JITED=1 the logs also hold the programs' JIT
+# code: scripts/insnprof/annotate.py prints one program's instructions with
+# their runs per call. (User-space and page-allocation lines are the
 # reader and the ringbuf's size, which grows with the calls.)
 set -eu
 out=$1 arch=$2 a=$3 b=$4
@@ -23,7 +25,7 @@ gcc -O2 -shared -fPIC -o "$out/insnprof.so" "$root/scripts/insnprof/insnprof.c"
 (cd "$root" && GOARCH=$arch CGO_ENABLED=0 go build -o "$out/kallsyms-$arch" ./scripts/insnprof/kallsyms)
 for c in "$a" "$b"; do
 	"$root/bin/ftprobe" vm --accel icount --arch "$arch" --timeout 30m --append nokaslr \
-		--add "$out/kallsyms-$arch:/bin/kallsyms" --exec /bin/kallsyms \
+		--add "$out/kallsyms-$arch:/bin/kallsyms" --exec /bin/kallsyms --env INSNPROF_JITED="${JITED:-}" \
 		--qemu-arg=-plugin --qemu-arg="$out/insnprof.so,out=$out/prof-$c.txt" \
 		-- compare -q --scenario hit --trigger kernel --runs 1 --calls "$c" "$@" >"$out/run-$c.log" 2>&1 &
 done

@@ -8,7 +8,8 @@ its "== kallsyms" line). Each block's instructions (insns per run x runs)
 go to the symbol at or below its address; BPF programs are named by their
 kallsyms name (bpf_prog_TAG_NAME), whatever address the load gave them.
 With BASE_PROFILE, prints PROFILE minus BASE per symbol. --per SYMBOL
-divides by the runs of SYMBOL's first block in PROFILE (e.g. the traced
+divides by the runs of SYMBOL's first block in PROFILE (minus those in
+BASE_PROFILE; e.g. the traced
 function: instructions per call). --lines splits BPF programs by source
 line (their BTF line info; per instruction on arm64, by block start with
 --x86).
@@ -92,13 +93,14 @@ def main():
         i = args.index("--top"); top = int(args[i + 1]); del args[i:i + 2]
     syms = load_syms(args[0])
     cur, first = profile(args[1], syms)
-    base = collections.Counter()
+    base, bfirst = collections.Counter(), {}
     if len(args) > 2:
         bsyms = load_syms(args[3]) if len(args) > 3 else syms
-        base, _ = profile(args[2], bsyms)
+        base, bfirst = profile(args[2], bsyms)
     div = 1
     if per:
-        div = first.get(per, 0)
+        # the runs the difference holds: PROFILE's minus BASE's
+        div = first.get(per, 0) - bfirst.get(per, 0)
         if not div:
             sys.exit("no runs of %s's first block" % per)
         print("# per run of %s: %d runs" % (per, div))

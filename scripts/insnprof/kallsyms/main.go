@@ -7,6 +7,9 @@
 //
 //	ADDR t bpf_prog_TAG_NAME [bpf]   (kallsyms form: one per JIT function)
 //	jitline ADDR LINE FILE:LINENO     (the program's BTF line info, JIT addresses)
+//	jited ADDR HEX                   (with INSNPROF_JITED=1: each JIT function's code,
+//	                                  for annotate.py; programs loaded without BTF
+//	                                  have no line info)
 package main
 
 import (
@@ -24,6 +27,7 @@ type prog struct {
 	tag   string
 	addrs []uintptr
 	lines []string
+	jited []string
 }
 
 func snapshot(seen map[ebpf.ProgramID]*prog) {
@@ -58,6 +62,18 @@ func snapshot(seen map[ebpf.ProgramID]*prog) {
 				if bl := l.Line; bl != nil {
 					pr.lines = append(pr.lines, fmt.Sprintf("jitline %x %s:%d %s", jl[i], bl.FileName(), bl.LineNumber(), strings.TrimSpace(bl.Line())))
 				}
+			}
+		}
+		if os.Getenv("INSNPROF_JITED") != "" {
+			code, _ := info.JitedInsns()
+			lens, _ := info.JitedFuncLens()
+			off := uint32(0)
+			for i, a := range pr.addrs {
+				if i >= len(lens) || off+lens[i] > uint32(len(code)) {
+					break
+				}
+				pr.jited = append(pr.jited, fmt.Sprintf("jited %x %x", a, code[off:off+lens[i]]))
+				off += lens[i]
 			}
 		}
 		seen[id] = pr
@@ -110,6 +126,9 @@ loop:
 			fmt.Printf("%016x t bpf_prog_%s_%s\t[bpf]\n", a, p.tag, p.name)
 		}
 		for _, l := range p.lines {
+			fmt.Println(l)
+		}
+		for _, l := range p.jited {
 			fmt.Println(l)
 		}
 	}
