@@ -454,27 +454,55 @@ volatile const __u32 filter_tid = 0;
 volatile const __u8 filter_tree = 0;
 volatile const __u8 filter_comm_len = 0;
 volatile const char filter_comm[FTP_COMM_LEN] = {};
-volatile const __u64 min_duration_ns = 0;
-volatile const __u8 errors_only = 0;
-volatile const __u8 want_strings = 0;  /* --strings */
-volatile const __u8 want_stack = 0;    /* --stack */
-volatile const __u8 want_events = 1;   /* stream records */
-volatile const __u8 want_agg = 0;      /* aggregate per function in aggs/errs */
-volatile const __u8 frames_in_hash = 0;/* no task storage for this program type */
+/* The settings below are frozen .rodata in the general object. Two
+ * variants fix some of them at compile time, so that clang drops every
+ * path they rule out (the settings' reads folded before load,
+ * inlineRodata, still leave the moves that fed the branches the verifier
+ * removes): the lean object (bpf2go TraceLean, -DFTP_LEAN), the plain
+ * trace; the stat object (TraceStat, -DFTP_STAT), tables without records.
+ * FTP_SETTING(type, name, default, lean, stat): lean and stat are the
+ * values fixed there, FTP_VAR where it stays a setting. internal/attach
+ * loads a variant when the options match the values it fixes (variants). */
+#define FTP_VAR_IS_FTP_VAR ,
+#define FTP_SECOND(a, b, ...) b
+#define FTP_IS_VAR(x) FTP_IS_VAR_(x) /* 1 for FTP_VAR, else 0 */
+#define FTP_IS_VAR_(x) FTP_SECOND_(FTP_VAR_IS_##x 1, 0, ~)
+#define FTP_SECOND_(...) FTP_SECOND(__VA_ARGS__)
+#if defined(FTP_LEAN)
+#define FTP_PICK(lean, stat) lean
+#elif defined(FTP_STAT)
+#define FTP_PICK(lean, stat) stat
+#endif
+#ifdef FTP_PICK
+#define FTP_SETTING(type, name, dflt, lean, stat) FTP_SETTING_(FTP_IS_VAR(FTP_PICK(lean, stat)), type, name, dflt, FTP_PICK(lean, stat))
+#define FTP_SETTING_(isvar, type, name, dflt, v) FTP_SETTING__(isvar, type, name, dflt, v)
+#define FTP_SETTING__(isvar, type, name, dflt, v) FTP_SETTING_##isvar(type, name, dflt, v)
+#define FTP_SETTING_1(type, name, dflt, v) volatile const type name = dflt
+#define FTP_SETTING_0(type, name, dflt, v) static const type name = v
+#else
+#define FTP_SETTING(type, name, dflt, lean, stat) volatile const type name = dflt
+#endif
+FTP_SETTING(__u64, min_duration_ns, 0, 0, FTP_VAR);
+FTP_SETTING(__u8, errors_only, 0, 0, FTP_VAR);
+FTP_SETTING(__u8, want_strings, 0, 0, 0);   /* --strings */
+FTP_SETTING(__u8, want_stack, 0, 0, 0);     /* --stack */
+FTP_SETTING(__u8, want_events, 1, 1, 0);    /* stream records */
+FTP_SETTING(__u8, want_agg, 0, 0, 1);       /* aggregate per function in aggs/errs */
+FTP_SETTING(__u8, frames_in_hash, 0, 0, FTP_VAR); /* no task storage for this program type */
 volatile const __u32 wakeup_bytes = 1 << 20; /* force a wakeup above this much unread data */
-volatile const __u8 x_entry = 0; /* some function has a --filter part decided at entry */
-volatile const __u8 x_exit = 0;  /* some function has a --filter part on ret (decided at exit) */
-volatile const __u8 x_vals = 0;  /* some function has --arg values */
+FTP_SETTING(__u8, x_entry, 0, 0, FTP_VAR); /* some function has a --filter part decided at entry */
+FTP_SETTING(__u8, x_exit, 0, 0, FTP_VAR);  /* some function has a --filter part on ret (decided at exit) */
+FTP_SETTING(__u8, x_vals, 0, 0, 0);  /* some function has --arg values */
 /* --entry: only calls inside a call of an entry function (FTP_FN_WINDOW_ENTRY)
  * on the same thread are recorded; the others return at entry. */
-volatile const __u8 window = 0;
+FTP_SETTING(__u8, window, 0, 0, FTP_VAR);
 /* One record per leaf call: an entry is kept in its frame (pending) and
  * sent with its exit as one FTP_CALL record, or on its own before the
  * first record of a call nested in it (or before an exit that unwinds
  * it). A leaf call's entry reaches user space when it returns; a call
  * still running when the trace stops is counted (entries without exit)
  * but not shown. Only on the compact path (FTP_LEAF). */
-volatile const __u8 leaf_records = 0;
+FTP_SETTING(__u8, leaf_records, 0, 1, 0);
 
 /* --entry: threads that exited while inside a window (tp_btf/sched_process_exit). */
 volatile __u64 window_exits = 0;
@@ -1017,6 +1045,11 @@ static __always_inline void aggregate(__u32 func_id, int timed, __u64 dur, __s64
 
 #define FTP_DEFERRED (min_duration_ns || errors_only || x_exit)
 #define FTP_LEAF (leaf_records && want_events && !FTP_DEFERRED && !want_strings && !want_stack && !x_vals)
+/* Something reads a call's arguments after its entry decision: records,
+ * a --filter on ret (which may read them), --arg values. Without (stat,
+ * compare's agg body) the trampoline entry fetches none beyond what an
+ * entry predicate reads. */
+#define FTP_KEEP_ARGS (want_events || x_exit || x_vals)
 
 static __always_inline int is_session_mode(__u8 mode)
 {
@@ -1542,8 +1575,9 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 		fetch_args(ctx, args, n, 0, first);
 		if (rejected_at_entry(pid_tgid, (__u32)cookie, xp, args, mode))
 			return 1;
-		fetch_args(ctx, args, n, first, FTP_MAX_ARGS);
-	} else {
+		if (FTP_KEEP_ARGS)
+			fetch_args(ctx, args, n, first, FTP_MAX_ARGS);
+	} else if (FTP_KEEP_ARGS) {
 		fetch_args(ctx, args, n, 0, FTP_MAX_ARGS);
 	}
 	return on_entry(ctx, pid_tgid, cookie, args, n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);

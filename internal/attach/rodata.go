@@ -10,7 +10,7 @@ import (
 )
 
 // inlineRodata replaces each load of a frozen .rodata variable (the
-// settings setFilters wrote: filters, want_*, x_*) by its value, in every
+// settings setSettings wrote: filters, want_*, x_*) by its value, in every
 // program of spec. clang reads such a variable with a 64-bit map-value load
 // of its address and a load through it; the verifier knows the value (the
 // map is frozen) and removes the branches it decides, but the JIT still

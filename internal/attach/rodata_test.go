@@ -74,7 +74,7 @@ func TestInlineRodataInsns(t *testing.T) {
 func TestInlineKeptAddress(t *testing.T) {
 	data := make([]byte, 16)
 	binary.LittleEndian.PutUint32(data[4:], 0xfffffff0) // a u32 with the top bit set
-	binary.LittleEndian.PutUint64(data[8:], 1<<40)       // too wide for a move's immediate
+	binary.LittleEndian.PutUint64(data[8:], 1<<40)      // too wide for a move's immediate
 	insns := asm.Instructions{
 		roLoad(asm.R0, 4),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),

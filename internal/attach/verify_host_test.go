@@ -75,3 +75,43 @@ func TestVerifyHost(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyHostLean (manual: FTPROBE_VERIFY_HOST=1) loads the lean
+// object's kprobe programs as Open does for a plain trace.
+func TestVerifyHostLean(t *testing.T) {
+	if os.Getenv("FTPROBE_VERIFY_HOST") == "" {
+		t.Skip("manual")
+	}
+	settings, err := settingsOf(Options{RingbufSize: 1 << 20}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := variantOf(settings); v.name != "lean" {
+		t.Fatal("a plain trace does not take the lean object")
+	}
+	spec, err := bpfobj.LoadTraceLean()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setSettings(spec, settings, variants[0].fixed); err != nil {
+		t.Fatal(err)
+	}
+	inlined, err := inlineRodata(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d .rodata loads inlined", inlined)
+	for _, name := range []string{"ftp_kprobe", "ftp_kretprobe"} {
+		ps := spec.Programs[name]
+		coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
+			Programs: map[string]*ebpf.ProgramSpec{name: ps}}, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		p := coll.Programs[name]
+		lines := strings.Split(strings.TrimSpace(p.VerifierLog), "\n")
+		fmt.Printf("lean %s: %s\n", name, strings.Join(lines[max(0, len(lines)-3):], " | "))
+		p.Close()
+		coll.Close()
+	}
+}

@@ -13,6 +13,9 @@ import (
 // this architecture, so a binary can be matched to the sources it carries.
 func Objects() map[string]string {
 	t := sha256.Sum256(_TraceBytes)
+	l := sha256.Sum256(_TraceLeanBytes)
+	s := sha256.Sum256(_TraceStatBytes)
 	b := sha256.Sum256(_BenchBytes)
-	return map[string]string{"trace": hex.EncodeToString(t[:]), "bench": hex.EncodeToString(b[:])}
+	return map[string]string{"trace": hex.EncodeToString(t[:]), "tracelean": hex.EncodeToString(l[:]),
+		"tracestat": hex.EncodeToString(s[:]), "bench": hex.EncodeToString(b[:])}
 }

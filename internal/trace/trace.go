@@ -322,6 +322,9 @@ func (s *session) reportAttached(o Options, t *attach.Tracer, res *symbols.Resol
 	for _, f := range t.Failed {
 		fmt.Fprintf(o.Log, "ftprobe: not attached: %v\n", f.Err)
 	}
+	if o.Verbose {
+		fmt.Fprintf(o.Log, "ftprobe: BPF object: %s (frames in %s)\n", t.DataPath, t.Frames)
+	}
 	variant := ""
 	if t.Variant != "" {
 		variant = " (" + t.Variant + ")"

@@ -65,9 +65,13 @@ def main():
     for fi, (addr, code) in enumerate(funcs):
         baddr = bfuncs[fi][0] if fi < len(bfuncs) else None
         hexs = " ".join("0x%02x" % b for b in code)
-        out = subprocess.run(["llvm-mc", "--disassemble", "-triple=aarch64"], input=hexs,
+        # LSE atomics (the JIT's BPF atomics) need the attribute: an
+        # instruction llvm-mc cannot decode is dropped, shifting the rest.
+        out = subprocess.run(["llvm-mc", "--disassemble", "-triple=aarch64", "-mattr=+v8.5a,+lse"], input=hexs,
                              capture_output=True, text=True).stdout
         insns = [l.strip() for l in out.splitlines() if l.strip() and not l.strip().startswith(".")]
+        if len(insns) != len(code) // 4:
+            sys.exit("llvm-mc decoded %d of %d instructions of %s" % (len(insns), len(code) // 4, name))
         total = 0.0
         print("== %s at %x (%d instructions)" % (name, addr, len(insns)))
         for k, ins in enumerate(insns):

@@ -1656,13 +1656,21 @@ func TestEntryOnlyThreadExit(t *testing.T) {
 			// keeps its own thread, so the new one cannot run there.
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
+			// A goroutine that lands on the main thread keeps it (locked,
+			// blocked) until one lands elsewhere: returning at once left
+			// the main thread idle for the next try, and after the
+			// earlier subtests' threads had exited, 100 tries could all
+			// land there (seen on amd64 7.3).
+			onMain := make(chan struct{})
+			defer close(onMain)
 			for try := 0; tid == 0; try++ {
 				require.Less(t, try, 100, "no goroutine off the main thread")
 				go func() {
 					runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
 					if unix.Gettid() == os.Getpid() {
-						runtime.UnlockOSThread()
 						tids <- 0
+						<-onMain
+						runtime.UnlockOSThread()
 						return
 					}
 					tids <- unix.Gettid()
