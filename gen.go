@@ -8,5 +8,6 @@ package ftprobe
 
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -go-package bpfobj -output-dir internal/bpfobj -tags linux -target amd64,arm64 -type event -type rec_hdr -type rec_full -type agg -type errkey -type ftp_stat -type ftp_kind -type ftp_mode -type ftp_flags -type ftp_func_flags -type xprog -type rec_x -type xvals -type ftp_xflags -type ftp_xval_flags Trace bpf/trace.bpf.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ibpf
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -go-package bpfobj -output-dir internal/bpfobj -tags linux -target amd64,arm64 TraceLean bpf/trace.bpf.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ibpf -DFTP_LEAN
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -go-package bpfobj -output-dir internal/bpfobj -tags linux -target amd64,arm64 TraceFilter bpf/trace.bpf.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ibpf -DFTP_FILTER
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -go-package bpfobj -output-dir internal/bpfobj -tags linux -target amd64,arm64 TraceStat bpf/trace.bpf.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ibpf -DFTP_STAT
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -go-package bpfobj -output-dir internal/bpfobj -tags linux -target amd64,arm64 Bench bpf/bench.bpf.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ibpf

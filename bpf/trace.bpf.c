@@ -459,9 +459,11 @@ volatile const char filter_comm[FTP_COMM_LEN] = {};
  * path they rule out (the settings' reads folded before load,
  * inlineRodata, still leave the moves that fed the branches the verifier
  * removes): the lean object (bpf2go TraceLean, -DFTP_LEAN), the plain
- * trace; the stat object (TraceStat, -DFTP_STAT), tables without records.
- * FTP_SETTING(type, name, default, lean, stat): lean and stat are the
- * values fixed there, FTP_VAR where it stays a setting. internal/attach
+ * trace; the filter object (TraceFilter, -DFTP_FILTER), records with
+ * --filter, --min-duration or --errors; the stat object (TraceStat,
+ * -DFTP_STAT), tables without records. FTP_SETTING(type, name, default,
+ * lean, filter, stat): the values fixed there, FTP_VAR where it stays a
+ * setting. internal/attach
  * loads a variant when the options match the values it fixes (variants). */
 #define FTP_VAR_IS_FTP_VAR ,
 #define FTP_SECOND(a, b, ...) b
@@ -469,40 +471,43 @@ volatile const char filter_comm[FTP_COMM_LEN] = {};
 #define FTP_IS_VAR_(x) FTP_SECOND_(FTP_VAR_IS_##x 1, 0, ~)
 #define FTP_SECOND_(...) FTP_SECOND(__VA_ARGS__)
 #if defined(FTP_LEAN)
-#define FTP_PICK(lean, stat) lean
+#define FTP_PICK(lean, filter, stat) lean
+#elif defined(FTP_FILTER)
+#define FTP_PICK(lean, filter, stat) filter
 #elif defined(FTP_STAT)
-#define FTP_PICK(lean, stat) stat
+#define FTP_PICK(lean, filter, stat) stat
 #endif
 #ifdef FTP_PICK
-#define FTP_SETTING(type, name, dflt, lean, stat) FTP_SETTING_(FTP_IS_VAR(FTP_PICK(lean, stat)), type, name, dflt, FTP_PICK(lean, stat))
+#define FTP_SETTING(type, name, dflt, lean, filter, stat) \
+	FTP_SETTING_(FTP_IS_VAR(FTP_PICK(lean, filter, stat)), type, name, dflt, FTP_PICK(lean, filter, stat))
 #define FTP_SETTING_(isvar, type, name, dflt, v) FTP_SETTING__(isvar, type, name, dflt, v)
 #define FTP_SETTING__(isvar, type, name, dflt, v) FTP_SETTING_##isvar(type, name, dflt, v)
 #define FTP_SETTING_1(type, name, dflt, v) volatile const type name = dflt
 #define FTP_SETTING_0(type, name, dflt, v) static const type name = v
 #else
-#define FTP_SETTING(type, name, dflt, lean, stat) volatile const type name = dflt
+#define FTP_SETTING(type, name, dflt, lean, filter, stat) volatile const type name = dflt
 #endif
-FTP_SETTING(__u64, min_duration_ns, 0, 0, FTP_VAR);
-FTP_SETTING(__u8, errors_only, 0, 0, FTP_VAR);
-FTP_SETTING(__u8, want_strings, 0, 0, 0);   /* --strings */
-FTP_SETTING(__u8, want_stack, 0, 0, 0);     /* --stack */
-FTP_SETTING(__u8, want_events, 1, 1, 0);    /* stream records */
-FTP_SETTING(__u8, want_agg, 0, 0, 1);       /* aggregate per function in aggs/errs */
-FTP_SETTING(__u8, frames_in_hash, 0, 0, FTP_VAR); /* no task storage for this program type */
+FTP_SETTING(__u64, min_duration_ns, 0, 0, FTP_VAR, FTP_VAR);
+FTP_SETTING(__u8, errors_only, 0, 0, FTP_VAR, FTP_VAR);
+FTP_SETTING(__u8, want_strings, 0, 0, 0, 0);   /* --strings */
+FTP_SETTING(__u8, want_stack, 0, 0, 0, 0);     /* --stack */
+FTP_SETTING(__u8, want_events, 1, 1, 1, 0);    /* stream records */
+FTP_SETTING(__u8, want_agg, 0, 0, 0, 1);       /* aggregate per function in aggs/errs */
+FTP_SETTING(__u8, frames_in_hash, 0, 0, 0, FTP_VAR); /* no task storage for this program type */
 volatile const __u32 wakeup_bytes = 1 << 20; /* force a wakeup above this much unread data */
-FTP_SETTING(__u8, x_entry, 0, 0, FTP_VAR); /* some function has a --filter part decided at entry */
-FTP_SETTING(__u8, x_exit, 0, 0, FTP_VAR);  /* some function has a --filter part on ret (decided at exit) */
-FTP_SETTING(__u8, x_vals, 0, 0, 0);  /* some function has --arg values */
+FTP_SETTING(__u8, x_entry, 0, 0, FTP_VAR, FTP_VAR); /* some function has a --filter part decided at entry */
+FTP_SETTING(__u8, x_exit, 0, 0, FTP_VAR, FTP_VAR);  /* some function has a --filter part on ret (decided at exit) */
+FTP_SETTING(__u8, x_vals, 0, 0, 0, 0);  /* some function has --arg values */
 /* --entry: only calls inside a call of an entry function (FTP_FN_WINDOW_ENTRY)
  * on the same thread are recorded; the others return at entry. */
-FTP_SETTING(__u8, window, 0, 0, FTP_VAR);
+FTP_SETTING(__u8, window, 0, 0, 0, FTP_VAR);
 /* One record per leaf call: an entry is kept in its frame (pending) and
  * sent with its exit as one FTP_CALL record, or on its own before the
  * first record of a call nested in it (or before an exit that unwinds
  * it). A leaf call's entry reaches user space when it returns; a call
  * still running when the trace stops is counted (entries without exit)
  * but not shown. Only on the compact path (FTP_LEAF). */
-FTP_SETTING(__u8, leaf_records, 0, 1, 0);
+FTP_SETTING(__u8, leaf_records, 0, 1, FTP_VAR, 0);
 
 /* --entry: threads that exited while inside a window (tp_btf/sched_process_exit). */
 volatile __u64 window_exits = 0;

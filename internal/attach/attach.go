@@ -186,7 +186,8 @@ type Tracer struct {
 	// or, where a program type cannot use it, "hash".
 	Frames string
 	// DataPath names the BPF object loaded (variants): "lean" (the
-	// plain trace), "stat" (tables without records) or "general".
+	// plain trace), "filter" (records with --filter, --min-duration or
+	// --errors), "stat" (tables without records) or "general".
 	DataPath  string
 	comm      []link.Link // comm tracking (task_rename, sched_process_exec)
 	progs     []*ebpf.Program
@@ -597,7 +598,8 @@ func settingsOf(opts Options, hashFrames bool) ([]setting, error) {
 
 // variant is one build of bpf/trace.bpf.c: the general object, or one
 // whose fixed settings are constants at compile time, so that clang drops
-// the paths they rule out (bpf2go TraceLean, TraceStat in gen.go). On
+// the paths they rule out (bpf2go TraceLean, TraceFilter, TraceStat in
+// gen.go). On
 // arm64 7.3 under icount (compare --body trace, 2026-12-02) the lean
 // object's fentry+fexit trace took 285 fewer instructions per call than
 // the general one's (3.55x -> 2.99x the empty program), and the stat
@@ -622,6 +624,15 @@ var variants = []variant{
 		"x_entry":        uint8(0), "x_exit": uint8(0), "x_vals": uint8(0),
 		"window":       uint8(0),
 		"leaf_records": uint8(1),
+	}},
+	// Records with --filter, --min-duration or --errors (decided at
+	// exit: compare's exit-only body), frames in task storage.
+	{"filter", bpfobj.LoadTraceFilter, map[string]any{
+		"want_strings": uint8(0), "want_stack": uint8(0),
+		"want_events": uint8(1), "want_agg": uint8(0),
+		"frames_in_hash": uint8(0),
+		"x_vals":         uint8(0),
+		"window":         uint8(0),
 	}},
 	// Tables only (stat, trace --quiet with --summary or --hist): every
 	// filter, --filter and --entry stay settings.

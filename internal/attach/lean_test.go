@@ -12,10 +12,11 @@ import (
 )
 
 // TestVariantSelection: the lean object serves exactly the plain trace
-// (pid, tid, tree and comm filters allowed), the stat object tables
-// without records (with any filter, --filter or --entry); every other
-// combination takes the general object, and frames in a hash always do
-// for the lean one.
+// (pid, tid, tree and comm filters allowed), the filter object records
+// with --filter, --min-duration, --errors or --live-entries, the stat
+// object tables without records (with any filter, --filter or --entry);
+// every other combination takes the general object, as do frames in a
+// hash for records.
 func TestVariantSelection(t *testing.T) {
 	plain := Options{RingbufSize: 1 << 20, Filters: Filters{TID: 7, TGID: 5, Comm: "cat", Tree: true}}
 	stat := func(o *Options) { o.NoEvents, o.Aggregate = true, true }
@@ -24,22 +25,26 @@ func TestVariantSelection(t *testing.T) {
 		change func(o *Options)
 		want   string
 	}{
-		"plain trace":       {func(o *Options) {}, "lean"},
-		"--strings":         {func(o *Options) { o.Strings = true }, "general"},
-		"--stack":           {func(o *Options) { o.Stack = true }, "general"},
-		"--summary":         {func(o *Options) { o.Aggregate = true }, "general"},
-		"--min-duration":    {func(o *Options) { o.Filters.MinDuration = time.Microsecond }, "general"},
-		"--errors":          {func(o *Options) { o.Filters.ErrorsOnly = true }, "general"},
-		"--entry":           {func(o *Options) { o.Entries = map[uint32]bool{1: true} }, "general"},
-		"--live-entries":    {func(o *Options) { o.LiveEntries = true }, "general"},
-		"--filter":          {func(o *Options) { o.Exprs = pred }, "general"},
-		"stat":              {stat, "stat"},
-		"stat --filter":     {func(o *Options) { stat(o); o.Exprs = pred }, "stat"},
-		"stat --entry":      {func(o *Options) { stat(o); o.Entries = map[uint32]bool{1: true} }, "stat"},
-		"stat --errors":     {func(o *Options) { stat(o); o.Filters.ErrorsOnly = true }, "stat"},
-		"stat --min-dur":    {func(o *Options) { stat(o); o.Filters.MinDuration = time.Millisecond }, "stat"},
-		"stat, live flag":   {func(o *Options) { stat(o); o.LiveEntries = true }, "stat"},
-		"no events, no agg": {func(o *Options) { o.NoEvents = true }, "general"},
+		"plain trace":             {func(o *Options) {}, "lean"},
+		"--strings":               {func(o *Options) { o.Strings = true }, "general"},
+		"--stack":                 {func(o *Options) { o.Stack = true }, "general"},
+		"--summary":               {func(o *Options) { o.Aggregate = true }, "general"},
+		"--min-duration":          {func(o *Options) { o.Filters.MinDuration = time.Microsecond }, "filter"},
+		"--errors":                {func(o *Options) { o.Filters.ErrorsOnly = true }, "filter"},
+		"--entry":                 {func(o *Options) { o.Entries = map[uint32]bool{1: true} }, "general"},
+		"--live-entries":          {func(o *Options) { o.LiveEntries = true }, "filter"},
+		"--filter":                {func(o *Options) { o.Exprs = pred }, "filter"},
+		"--filter --live-entries": {func(o *Options) { o.Exprs = pred; o.LiveEntries = true }, "filter"},
+		"--filter --strings":      {func(o *Options) { o.Exprs = pred; o.Strings = true }, "general"},
+		"--filter --entry":        {func(o *Options) { o.Exprs = pred; o.Entries = map[uint32]bool{1: true} }, "general"},
+		"--filter --summary":      {func(o *Options) { o.Exprs = pred; o.Aggregate = true }, "general"},
+		"stat":                    {stat, "stat"},
+		"stat --filter":           {func(o *Options) { stat(o); o.Exprs = pred }, "stat"},
+		"stat --entry":            {func(o *Options) { stat(o); o.Entries = map[uint32]bool{1: true} }, "stat"},
+		"stat --errors":           {func(o *Options) { stat(o); o.Filters.ErrorsOnly = true }, "stat"},
+		"stat --min-dur":          {func(o *Options) { stat(o); o.Filters.MinDuration = time.Millisecond }, "stat"},
+		"stat, live flag":         {func(o *Options) { stat(o); o.LiveEntries = true }, "stat"},
+		"no events, no agg":       {func(o *Options) { o.NoEvents = true }, "general"},
 	}
 	for name, c := range cases {
 		o := plain
@@ -48,7 +53,7 @@ func TestVariantSelection(t *testing.T) {
 			st, err := settingsOf(o, hash)
 			require.NoError(t, err)
 			want := c.want
-			if hash && want == "lean" {
+			if hash && (want == "lean" || want == "filter") {
 				want = "general"
 			}
 			assert.Equal(t, want, variantOf(st).name, "%s, frames in hash %v", name, hash)

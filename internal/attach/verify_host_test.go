@@ -21,14 +21,25 @@ func TestVerifyHost(t *testing.T) {
 	if os.Getenv("FTPROBE_VERIFY_HOST") == "" {
 		t.Skip("manual")
 	}
-	for _, x := range [][3]uint8{{0, 0, 0}, {0, 0, 1}, {0, 1, 0}, {1, 0, 0}, {1, 1, 1}} {
-		spec, err := bpfobj.LoadTrace()
+	for _, c := range []struct {
+		obj string
+		x   [3]uint8
+	}{{"general", [3]uint8{0, 0, 0}}, {"general", [3]uint8{0, 0, 1}}, {"general", [3]uint8{0, 1, 0}}, {"general", [3]uint8{1, 0, 0}}, {"general", [3]uint8{1, 1, 1}},
+		{"filter", [3]uint8{1, 0, 0}}, {"filter", [3]uint8{0, 1, 0}}, {"filter", [3]uint8{1, 1, 0}}} {
+		x := c.x
+		load := bpfobj.LoadTrace
+		if c.obj == "filter" {
+			load = bpfobj.LoadTraceFilter
+		}
+		spec, err := load()
 		if err != nil {
 			t.Fatal(err)
 		}
 		spec.Variables["x_entry"].Set(x[0])
 		spec.Variables["x_exit"].Set(x[1])
-		spec.Variables["x_vals"].Set(x[2])
+		if v := spec.Variables["x_vals"]; v != nil {
+			v.Set(x[2])
+		}
 		spec.Variables["leaf_records"].Set(uint8(1)) // trace's default
 		// Function 0: an integer and a string comparison through two
 		// reads at entry, ret at exit. Function 1: the worst case, 8
@@ -51,7 +62,7 @@ func TestVerifyHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%v: %d .rodata loads inlined", x, inlined)
+		t.Logf("%s %v: %d .rodata loads inlined", c.obj, x, inlined)
 		pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan, 1: wide}, mustFaults(t, spec))
 		if err != nil {
 			t.Fatal(err)
@@ -64,12 +75,12 @@ func TestVerifyHost(t *testing.T) {
 			coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
 				Programs: map[string]*ebpf.ProgramSpec{name: ps}}, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
 			if err != nil {
-				fmt.Printf("%v %s: %v\n", x, name, err)
+				fmt.Printf("%s %v %s: %v\n", c.obj, x, name, err)
 				continue
 			}
 			p := coll.Programs[name]
 			lines := strings.Split(strings.TrimSpace(p.VerifierLog), "\n")
-			fmt.Printf("%v %s: %s\n", x, name, strings.Join(lines[max(0, len(lines)-3):], " | "))
+			fmt.Printf("%s %v %s: %s\n", c.obj, x, name, strings.Join(lines[max(0, len(lines)-3):], " | "))
 			p.Close()
 			coll.Close()
 		}

@@ -14,8 +14,9 @@ import (
 func Objects() map[string]string {
 	t := sha256.Sum256(_TraceBytes)
 	l := sha256.Sum256(_TraceLeanBytes)
+	f := sha256.Sum256(_TraceFilterBytes)
 	s := sha256.Sum256(_TraceStatBytes)
 	b := sha256.Sum256(_BenchBytes)
 	return map[string]string{"trace": hex.EncodeToString(t[:]), "tracelean": hex.EncodeToString(l[:]),
-		"tracestat": hex.EncodeToString(s[:]), "bench": hex.EncodeToString(b[:])}
+		"tracefilter": hex.EncodeToString(f[:]), "tracestat": hex.EncodeToString(s[:]), "bench": hex.EncodeToString(b[:])}
 }

@@ -355,7 +355,7 @@ func TestImageVersion(t *testing.T) {
 	s := string(out)
 	assert.Contains(t, s, fmt.Sprintf("ftprobe %s (revision %s, %s, linux/%s)\n", w.version, w.revision, runtime.Version(), runtime.GOARCH))
 	obj := map[string]string{"amd64": "x86", "arm64": "arm64"}[runtime.GOARCH]
-	for _, n := range []string{"bench", "trace", "tracelean", "tracestat"} {
+	for _, n := range []string{"bench", "trace", "tracelean", "tracefilter", "tracestat"} {
 		o, err := os.ReadFile(filepath.Join("..", "..", "internal", "bpfobj", n+"_"+obj+"_bpfel.o"))
 		require.NoError(t, err)
 		sum := sha256.Sum256(o)
