@@ -470,6 +470,10 @@ volatile const char filter_comm[FTP_COMM_LEN] = {};
 #define FTP_IS_VAR(x) FTP_IS_VAR_(x) /* 1 for FTP_VAR, else 0 */
 #define FTP_IS_VAR_(x) FTP_SECOND_(FTP_VAR_IS_##x 1, 0, ~)
 #define FTP_SECOND_(...) FTP_SECOND(__VA_ARGS__)
+#if defined(FTP_LEAN) + defined(FTP_FILTER) + defined(FTP_STAT) > 1
+#error "at most one of FTP_LEAN, FTP_FILTER, FTP_STAT"
+#endif
+/* A fixed value must be a plain token (0, 1): it is pasted. */
 #if defined(FTP_LEAN)
 #define FTP_PICK(lean, filter, stat) lean
 #elif defined(FTP_FILTER)
@@ -483,7 +487,12 @@ volatile const char filter_comm[FTP_COMM_LEN] = {};
 #define FTP_SETTING_(isvar, type, name, dflt, v) FTP_SETTING__(isvar, type, name, dflt, v)
 #define FTP_SETTING__(isvar, type, name, dflt, v) FTP_SETTING_##isvar(type, name, dflt, v)
 #define FTP_SETTING_1(type, name, dflt, v) volatile const type name = dflt
-#define FTP_SETTING_0(type, name, dflt, v) static const type name = v
+/* A fixed setting is a constant, and its value is also kept as
+ * ftp_fixed_NAME, read by no program: internal/attach's test checks its
+ * variants table against it. */
+#define FTP_SETTING_0(type, name, dflt, v) \
+	static const type name = v;        \
+	volatile const type ftp_fixed_##name = v
 #else
 #define FTP_SETTING(type, name, dflt, lean, filter, stat) volatile const type name = dflt
 #endif

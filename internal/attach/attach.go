@@ -186,8 +186,9 @@ type Tracer struct {
 	// or, where a program type cannot use it, "hash".
 	Frames string
 	// DataPath names the BPF object loaded (variants): "lean" (the
-	// plain trace), "filter" (records with --filter, --min-duration or
-	// --errors), "stat" (tables without records) or "general".
+	// plain trace), "filter" (records with --filter, --min-duration,
+	// --errors or --live-entries), "stat" (tables without records) or
+	// "general".
 	DataPath  string
 	comm      []link.Link // comm tracking (task_rename, sched_process_exec)
 	progs     []*ebpf.Program
@@ -607,7 +608,7 @@ func settingsOf(opts Options, hashFrames bool) ([]setting, error) {
 type variant struct {
 	name  string
 	load  func() (*ebpf.CollectionSpec, error)
-	fixed map[string]any // setting -> its value there
+	fixed map[string]any // setting -> its value there (TestVariantSettings checks each against the object's ftp_fixed_NAME)
 }
 
 // variants, the first whose fixed settings the options match is loaded.
@@ -625,8 +626,9 @@ var variants = []variant{
 		"window":       uint8(0),
 		"leaf_records": uint8(1),
 	}},
-	// Records with --filter, --min-duration or --errors (decided at
-	// exit: compare's exit-only body), frames in task storage.
+	// Records with --filter, --min-duration, --errors (decided at exit:
+	// compare's exit-only body) or --live-entries, frames in task
+	// storage.
 	{"filter", bpfobj.LoadTraceFilter, map[string]any{
 		"want_strings": uint8(0), "want_stack": uint8(0),
 		"want_events": uint8(1), "want_agg": uint8(0),

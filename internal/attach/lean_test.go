@@ -1,6 +1,8 @@
 package attach
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,8 +82,32 @@ func TestVariantSettings(t *testing.T) {
 			_, has := spec.Variables[s.name]
 			assert.Equal(t, !fixed, has, "%s object has %s iff it is not fixed", v.name, s.name)
 		}
-		for n := range v.fixed {
+		for n, want := range v.fixed {
 			assert.Contains(t, general.Variables, n, "%s fixes a setting the general object has", v.name)
+			// A key settingsOf does not give, or gives in another
+			// type, would never match: matches would ignore it.
+			found := false
+			for _, s := range all {
+				if s.name == n {
+					found = true
+					assert.IsType(t, s.value, want, "%s fixes %s in settingsOf's type", v.name, n)
+				}
+			}
+			assert.True(t, found, "%s fixes %s, a setting settingsOf gives", v.name, n)
+			// The C's value (FTP_SETTING_0 keeps it as ftp_fixed_NAME),
+			// read in the setting's type: the table mirrors it.
+			vs := spec.Variables["ftp_fixed_"+n]
+			if !assert.NotNil(t, vs, "%s object keeps ftp_fixed_%s", v.name, n) {
+				continue
+			}
+			got := reflect.New(reflect.TypeOf(want))
+			require.NoError(t, vs.Get(got.Interface()), "%s: ftp_fixed_%s", v.name, n)
+			assert.Equal(t, want, got.Elem().Interface(), "%s fixes %s", v.name, n)
+		}
+		for name := range spec.Variables {
+			if n, ok := strings.CutPrefix(name, "ftp_fixed_"); ok {
+				assert.Contains(t, v.fixed, n, "%s object fixes %s: the variants table must say so", v.name, n)
+			}
 		}
 	}
 

@@ -56,8 +56,7 @@ func inlineRodata(spec *ebpf.CollectionSpec) (int, error) {
 	total := 0
 	for name, ps := range spec.Programs {
 		// A copy: the spec's instructions may be shared (ProgramSpec.Copy).
-		insns := slices.Clone(ps.Instructions)
-		n, err := inlineRodataInsns(insns, data, bo)
+		insns, n, err := inlineRodataInsns(slices.Clone(ps.Instructions), data, bo)
 		if err != nil {
 			return 0, fmt.Errorf("inline .rodata in %s: %w", name, err)
 		}
@@ -67,7 +66,10 @@ func inlineRodata(spec *ebpf.CollectionSpec) (int, error) {
 	return total, nil
 }
 
-func inlineRodataInsns(insns asm.Instructions, data []byte, bo binary.ByteOrder) (int, error) {
+// inlineRodataInsns rewrites insns in place and returns them with each
+// dead address (inlineKeptAddress) as two `ja +0`: one instruction more
+// per address, the same slots.
+func inlineRodataInsns(insns asm.Instructions, data []byte, bo binary.ByteOrder) (asm.Instructions, int, error) {
 	// Slot of each instruction, and every jump target (in slots).
 	slots := make([]int, len(insns))
 	targets := map[int]bool{}
@@ -110,7 +112,7 @@ func inlineRodataInsns(insns asm.Instructions, data []byte, bo binary.ByteOrder)
 		size := int(mem.OpCode.Size().Sizeof())
 		at := int(uint32(uint64(ld.Constant)>>32)) + int(mem.Offset)
 		if size <= 0 || at < 0 || at+size > len(data) {
-			return n, fmt.Errorf("load of %d bytes at .rodata+%d, past its %d bytes", size, at, len(data))
+			return insns, n, fmt.Errorf("load of %d bytes at .rodata+%d, past its %d bytes", size, at, len(data))
 		}
 		var v uint64
 		switch size {
@@ -135,19 +137,41 @@ func inlineRodataInsns(insns asm.Instructions, data []byte, bo binary.ByteOrder)
 	// The address kept in a register for several loads (clang reads
 	// filter_tid this way: once to test it against zero, once to compare):
 	// each load through it becomes a one-slot move of its value, and the
-	// address itself a plain zero once nothing else reads it.
+	// address itself two `ja +0` once nothing else reads it.
+	dead := map[int]bool{}
 	for i := 0; i < len(insns); i++ {
 		ld := insns[i]
 		if !ld.IsLoadFromMap() || ld.Src != asm.PseudoMapValue || ld.Reference() != ".rodata" || ld.Symbol() != "" {
 			continue
 		}
-		m, err := inlineKeptAddress(insns, slots, index, targets, i, data, bo)
+		m, isDead, err := inlineKeptAddress(insns, slots, index, targets, i, data, bo)
 		if err != nil {
-			return n, err
+			return insns, n, err
 		}
 		n += m
+		if isDead {
+			dead[i] = true
+		}
 	}
-	return n, nil
+	if len(dead) == 0 {
+		return insns, n, nil
+	}
+	// A dead address: two `ja +0` in its two slots, which the verifier
+	// drops (opt_remove_nops), the first keeping its source line.
+	out := make(asm.Instructions, 0, len(insns)+len(dead))
+	for i, ins := range insns {
+		if !dead[i] {
+			out = append(out, ins)
+			continue
+		}
+		nop := asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}
+		first := nop
+		if src := ins.Source(); src != nil {
+			first = nop.WithSource(src)
+		}
+		out = append(out, first, nop)
+	}
+	return out, n, nil
 }
 
 // inlineKeptAddress replaces the loads through the .rodata address that
@@ -158,9 +182,9 @@ func inlineRodataInsns(insns asm.Instructions, data []byte, bo binary.ByteOrder)
 // block runs on past conditional jumps (their fall-through has no other
 // way in) and, for r6-r9, past calls. When
 // every read of rX was such a load and no path reads rX later, the address
-// becomes a 64-bit immediate zero (same two slots). Returns the number of
-// loads replaced.
-func inlineKeptAddress(insns asm.Instructions, slots []int, index map[int]int, targets map[int]bool, i int, data []byte, bo binary.ByteOrder) (int, error) {
+// load is dead (the caller replaces it with two `ja +0`). Returns the
+// number of loads replaced and whether the address is dead.
+func inlineKeptAddress(insns asm.Instructions, slots []int, index map[int]int, targets map[int]bool, i int, data []byte, bo binary.ByteOrder) (int, bool, error) {
 	ld := insns[i]
 	rx := ld.Dst
 	base := int(uint32(uint64(ld.Constant) >> 32))
@@ -182,7 +206,7 @@ scan:
 			size := int(op.Size().Sizeof())
 			at := base + int(ins.Offset)
 			if size <= 0 || at < 0 || at+size > len(data) {
-				return n, fmt.Errorf("load of %d bytes at .rodata+%d, past its %d bytes", size, at, len(data))
+				return n, false, fmt.Errorf("load of %d bytes at .rodata+%d, past its %d bytes", size, at, len(data))
 			}
 			var mov asm.Instruction
 			switch size {
@@ -274,25 +298,18 @@ scan:
 		}
 	}
 	if n == 0 || other {
-		return n, nil
+		return n, false, nil
 	}
 	budget := 256
 	if !dead && !deadAfter(insns, slots, index, j, rx, &budget) {
-		return n, nil
+		return n, false, nil
 	}
 	for _, t := range branches {
 		if !deadAfter(insns, slots, index, t, rx, &budget) {
-			return n, nil
+			return n, false, nil
 		}
 	}
-	// rX is dead: a plain zero in the same two slots (one instruction
-	// once jitted, where the address took three or four).
-	zero := asm.LoadImm(rx, 0, asm.DWord)
-	if src := ld.Source(); src != nil {
-		zero = zero.WithSource(src)
-	}
-	insns[i] = zero
-	return n, nil
+	return n, true, nil
 }
 
 func jumpOffset(ins asm.Instruction) int {

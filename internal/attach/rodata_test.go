@@ -37,7 +37,7 @@ func TestInlineRodataInsns(t *testing.T) {
 	var before, after bytes.Buffer
 	require.NoError(t, insns.Marshal(&before, binary.LittleEndian))
 
-	n, err := inlineRodataInsns(insns, data, binary.LittleEndian)
+	insns, n, err := inlineRodataInsns(insns, data, binary.LittleEndian)
 	require.NoError(t, err)
 	assert.Equal(t, 5, n)
 	assert.Equal(t, int64(0x22), insns[1].Constant)
@@ -62,29 +62,31 @@ func TestInlineRodataInsns(t *testing.T) {
 	require.NoError(t, insns.Marshal(&after, binary.LittleEndian))
 	assert.Equal(t, before.Len(), after.Len())
 
-	_, err = inlineRodataInsns(asm.Instructions{roLoad(asm.R1, 12), asm.LoadMem(asm.R1, asm.R1, 0, asm.DWord)}, data, binary.LittleEndian)
+	_, _, err = inlineRodataInsns(asm.Instructions{roLoad(asm.R1, 12), asm.LoadMem(asm.R1, asm.R1, 0, asm.DWord)}, data, binary.LittleEndian)
 	assert.EqualError(t, err, "load of 8 bytes at .rodata+12, past its 16 bytes")
-	_, err = inlineRodataInsns(asm.Instructions{roLoad(asm.R1, 12), asm.LoadMem(asm.R2, asm.R1, 0, asm.DWord), asm.LoadMem(asm.R3, asm.R1, 0, asm.Byte), asm.Return()}, data, binary.LittleEndian)
+	_, _, err = inlineRodataInsns(asm.Instructions{roLoad(asm.R1, 12), asm.LoadMem(asm.R2, asm.R1, 0, asm.DWord), asm.LoadMem(asm.R3, asm.R1, 0, asm.Byte), asm.Return()}, data, binary.LittleEndian)
 	assert.EqualError(t, err, "load of 8 bytes at .rodata+12, past its 16 bytes")
 }
 
 // TestInlineKeptAddress: clang keeps a variable's address for two reads
 // (filter_tid: tested against zero, then compared); each read becomes a
-// move of its value and the address, read by nothing else, a zero.
+// move of its value and the address, read by nothing else, two `ja +0`.
 func TestInlineKeptAddress(t *testing.T) {
 	data := make([]byte, 16)
 	binary.LittleEndian.PutUint32(data[4:], 0xfffffff0) // a u32 with the top bit set
 	binary.LittleEndian.PutUint64(data[8:], 1<<40)      // too wide for a move's immediate
+	jeq := asm.JEq.Reg(asm.R0, asm.R1, "")
+	jeq.Offset = 5 // slot 4 to the exit at slot 10
 	insns := asm.Instructions{
-		roLoad(asm.R0, 4),
-		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
-		asm.LoadMem(asm.R0, asm.R0, 0, asm.Word),
-		asm.JEq.Reg(asm.R0, asm.R1, "out"),
-		roLoad(asm.R2, 8),
-		asm.LoadMem(asm.R3, asm.R2, -8, asm.Half), // .rodata+0: 0
-		asm.LoadMem(asm.R4, asm.R2, 0, asm.DWord), // too wide: the address stays
-		asm.Mov.Imm(asm.R2, 0),
-		asm.Return().WithSymbol("out"),
+		roLoad(asm.R0, 4),                         // slots 0-1
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),  // 2
+		asm.LoadMem(asm.R0, asm.R0, 0, asm.Word),  // 3
+		jeq,                                       // 4
+		roLoad(asm.R2, 8),                         // 5-6
+		asm.LoadMem(asm.R3, asm.R2, -8, asm.Half), // 7: .rodata+0: 0
+		asm.LoadMem(asm.R4, asm.R2, 0, asm.DWord), // 8: too wide: the address stays
+		asm.Mov.Imm(asm.R2, 0),                    // 9
+		asm.Return(),                              // 10
 		roLoad(asm.R6, 4),
 		asm.LoadMem(asm.R7, asm.R6, 0, asm.Word),
 		asm.Mov.Reg(asm.R0, asm.R6), // the address read as a value: stays
@@ -92,20 +94,23 @@ func TestInlineKeptAddress(t *testing.T) {
 	}
 	var before, after bytes.Buffer
 	require.NoError(t, insns.Marshal(&before, binary.LittleEndian))
-	n, err := inlineRodataInsns(insns, data, binary.LittleEndian)
+	out, n, err := inlineRodataInsns(insns, data, binary.LittleEndian)
 	require.NoError(t, err)
 	assert.Equal(t, 4, n)
 
-	assert.Equal(t, asm.LoadImm(asm.R0, 0, asm.DWord), insns[0], "the address, dead: a zero")
-	assert.Equal(t, asm.Mov.Imm32(asm.R1, -16), insns[1], "0xfffffff0 zero-extended by the 32-bit move")
-	assert.Equal(t, asm.Mov.Imm32(asm.R0, -16), insns[2])
-	assert.Equal(t, asm.PseudoMapValue, insns[4].Src, "an address still read (the wide load) stays")
-	assert.Equal(t, asm.Mov.Imm32(asm.R3, 0), insns[5])
-	assert.Equal(t, asm.LdXClass, insns[6].OpCode.Class(), "8 bytes that no immediate holds: loaded")
-	assert.Equal(t, asm.PseudoMapValue, insns[9].Src, "an address read as a value stays")
-	assert.Equal(t, asm.Mov.Imm32(asm.R7, -16), insns[10])
-	require.NoError(t, insns.Marshal(&after, binary.LittleEndian))
+	nop := asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}
+	require.Len(t, out, len(insns)+1, "the dead address: two instructions in its two slots")
+	assert.Equal(t, []asm.Instruction{nop, nop}, []asm.Instruction(out[0:2]), "the address, dead: two ja +0")
+	assert.Equal(t, asm.Mov.Imm32(asm.R1, -16), out[2], "0xfffffff0 zero-extended by the 32-bit move")
+	assert.Equal(t, asm.Mov.Imm32(asm.R0, -16), out[3])
+	assert.Equal(t, asm.PseudoMapValue, out[5].Src, "an address still read (the wide load) stays")
+	assert.Equal(t, asm.Mov.Imm32(asm.R3, 0), out[6])
+	assert.Equal(t, asm.LdXClass, out[7].OpCode.Class(), "8 bytes that no immediate holds: loaded")
+	assert.Equal(t, asm.PseudoMapValue, out[10].Src, "an address read as a value stays")
+	assert.Equal(t, asm.Mov.Imm32(asm.R7, -16), out[11])
+	require.NoError(t, out.Marshal(&after, binary.LittleEndian))
 	assert.Equal(t, before.Len(), after.Len(), "the same slots")
+	assert.Equal(t, int16(5), out[4].Offset, "the jump's offset holds")
 }
 
 // TestInlineRodataValues: the values inlined are the ones set on the
@@ -136,53 +141,96 @@ func TestInlineRodataValues(t *testing.T) {
 }
 
 // TestInlineKeptAddressBlocks: the scan goes on past a conditional jump
-// (the address must be dead where it goes) and, for r6-r9, past a call.
+// (the address must be dead where it goes) and, for r6-r9, past a call;
+// a jump or an exit that reads the address, or a jump into the block,
+// keeps it.
 func TestInlineKeptAddressBlocks(t *testing.T) {
 	data := make([]byte, 8)
 	binary.LittleEndian.PutUint32(data[4:], 77)
-	jeq := asm.JEq.Imm(asm.R2, 0, "")
-	jeq.Offset = 3 // to the Mov R1 at slot 7
-	insns := asm.Instructions{
-		roLoad(asm.R1, 4),                        // slots 0-1
-		asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // 2
-		jeq,                                      // 3
-		asm.LoadMem(asm.R1, asm.R1, 0, asm.Word), // 4: past the jump, same block
-		asm.Mov.Reg(asm.R0, asm.R1),              // 5
-		asm.Return(),                             // 6
-		asm.Mov.Imm(asm.R1, 0),                   // 7: R1 written where the jump goes
-		asm.Return(),                             // 8
+	nop := asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}
+	prog := func(jump asm.Instruction, atTarget asm.Instruction) asm.Instructions {
+		jump.Offset = 3 // slot 3 to slot 7
+		return asm.Instructions{
+			roLoad(asm.R1, 4),                        // slots 0-1
+			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // 2
+			jump,                                     // 3
+			asm.LoadMem(asm.R1, asm.R1, 0, asm.Word), // 4: past the jump, same block
+			asm.Mov.Reg(asm.R0, asm.R1),              // 5
+			asm.Return(),                             // 6
+			atTarget,                                 // 7
+			asm.Return(),                             // 8
+		}
 	}
-	n, err := inlineRodataInsns(insns, data, binary.LittleEndian)
-	require.NoError(t, err)
-	assert.Equal(t, 2, n)
-	assert.Equal(t, asm.LoadImm(asm.R1, 0, asm.DWord), insns[0])
-	assert.Equal(t, asm.Mov.Imm32(asm.R2, 77), insns[1])
-	assert.Equal(t, asm.Mov.Imm32(asm.R1, 77), insns[3])
+	for name, jump := range map[string]asm.Instruction{
+		"jmp":   asm.JEq.Imm(asm.R2, 0, ""),
+		"jmp32": asm.JEq.Imm32(asm.R2, 0, ""),
+	} {
+		// R1 written where the jump goes: dead there.
+		out, n, err := inlineRodataInsns(prog(jump, asm.Mov.Imm(asm.R1, 0)), data, binary.LittleEndian)
+		require.NoError(t, err, name)
+		assert.Equal(t, 2, n, name)
+		assert.Equal(t, []asm.Instruction{nop, nop}, []asm.Instruction(out[0:2]), name)
+		assert.Equal(t, asm.Mov.Imm32(asm.R2, 77), out[2], name)
+		assert.Equal(t, asm.Mov.Imm32(asm.R1, 77), out[4], name)
 
-	// The same, but the jump goes where R1 is read: the address stays.
-	insns[0], insns[1], insns[3] = roLoad(asm.R1, 4), asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), asm.LoadMem(asm.R1, asm.R1, 0, asm.Word)
-	insns[6] = asm.Mov.Reg(asm.R0, asm.R1)
-	n, err = inlineRodataInsns(insns, data, binary.LittleEndian)
+		// The jump goes where R1 is read: the loads go, the address stays.
+		out, n, err = inlineRodataInsns(prog(jump, asm.Mov.Reg(asm.R0, asm.R1)), data, binary.LittleEndian)
+		require.NoError(t, err, name)
+		assert.Equal(t, 2, n, name)
+		assert.Equal(t, asm.PseudoMapValue, out[0].Src, name)
+	}
+	// A jump that compares the address itself: it stays, and the scan stops
+	// there (the load after it is left).
+	out, n, err := inlineRodataInsns(prog(asm.JEq.Reg(asm.R2, asm.R1, ""), asm.Mov.Imm(asm.R1, 0)), data, binary.LittleEndian)
 	require.NoError(t, err)
-	assert.Equal(t, 2, n)
-	assert.Equal(t, asm.PseudoMapValue, insns[0].Src)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, asm.PseudoMapValue, out[0].Src)
+	assert.Equal(t, asm.LdXClass, out[3].OpCode.Class())
+
+	// A jump into the block (to the second load): the scan stops before
+	// it, so only the first load goes and the address stays.
+	into := asm.Ja.Label("")
+	into.Offset = -3 // slot 6 back to slot 4
+	p := asm.Instructions{
+		roLoad(asm.R1, 4),                        // 0-1
+		asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // 2
+		asm.Mov.Imm(asm.R3, 0),                   // 3
+		asm.LoadMem(asm.R4, asm.R1, 0, asm.Word), // 4: a jump target
+		asm.Return(),                             // 5
+		into,                                     // 6
+	}
+	out, n, err = inlineRodataInsns(p, data, binary.LittleEndian)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, asm.PseudoMapValue, out[0].Src)
+	assert.Equal(t, asm.LdXClass, out[3].OpCode.Class(), "the load at the jump target stays")
+
+	// The address in r0 at the exit: returned, so kept.
+	out, n, err = inlineRodataInsns(asm.Instructions{roLoad(asm.R0, 4), asm.LoadMem(asm.R2, asm.R0, 0, asm.Word), asm.Return()}, data, binary.LittleEndian)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, asm.PseudoMapValue, out[0].Src)
 
 	calls := asm.Instructions{
 		roLoad(asm.R6, 4),
 		asm.LoadMem(asm.R2, asm.R6, 0, asm.Word),
 		asm.FnKtimeGetNs.Call(),
-		asm.LoadMem(asm.R3, asm.R6, 0, asm.Word), // r6 survives the call
+		asm.Call.Label("sub"),                    // a BPF-to-BPF call: r6 survives it too
+		asm.LoadMem(asm.R3, asm.R6, 0, asm.Word), // r6 survives the calls
 		asm.Mov.Imm(asm.R6, 0),
 		roLoad(asm.R1, 4),
 		asm.LoadMem(asm.R2, asm.R1, 0, asm.Word),
 		asm.FnKtimeGetNs.Call(), // may read r1: the address stays
 		asm.Return(),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("sub"),
+		asm.Return(),
 	}
-	n, err = inlineRodataInsns(calls, data, binary.LittleEndian)
+	calls[3].Constant = 7 // slot 4 (after the first address's two) to "sub" at slot 12
+	out, n, err = inlineRodataInsns(calls, data, binary.LittleEndian)
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
-	assert.Equal(t, asm.LoadImm(asm.R6, 0, asm.DWord), calls[0])
-	assert.Equal(t, asm.Mov.Imm32(asm.R3, 77), calls[3])
-	assert.Equal(t, asm.PseudoMapValue, calls[5].Src)
-	assert.Equal(t, asm.Mov.Imm32(asm.R2, 77), calls[6])
+	assert.Equal(t, []asm.Instruction{nop, nop}, []asm.Instruction(out[0:2]))
+	assert.Equal(t, asm.Mov.Imm32(asm.R3, 77), out[5])
+	assert.Equal(t, asm.PseudoMapValue, out[7].Src)
+	assert.Equal(t, asm.Mov.Imm32(asm.R2, 77), out[8])
 }

@@ -75,7 +75,7 @@ func TestVerifyHost(t *testing.T) {
 			coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
 				Programs: map[string]*ebpf.ProgramSpec{name: ps}}, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
 			if err != nil {
-				fmt.Printf("%s %v %s: %v\n", c.obj, x, name, err)
+				t.Errorf("%s %v %s: %v", c.obj, x, name, err)
 				continue
 			}
 			p := coll.Programs[name]
@@ -88,23 +88,39 @@ func TestVerifyHost(t *testing.T) {
 }
 
 // TestVerifyHostLean (manual: FTPROBE_VERIFY_HOST=1) loads the lean
-// object's kprobe programs as Open does for a plain trace.
+// object's kprobe programs as Open does for a plain trace, and the stat
+// object's for stat (frames in task storage and in the hash).
 func TestVerifyHostLean(t *testing.T) {
 	if os.Getenv("FTPROBE_VERIFY_HOST") == "" {
 		t.Skip("manual")
 	}
-	settings, err := settingsOf(Options{RingbufSize: 1 << 20}, false)
+	for _, c := range []struct {
+		want string
+		opts Options
+		hash bool
+	}{
+		{"lean", Options{RingbufSize: 1 << 20}, false},
+		{"stat", Options{RingbufSize: 1 << 20, NoEvents: true, Aggregate: true}, false},
+		{"stat", Options{RingbufSize: 1 << 20, NoEvents: true, Aggregate: true}, true},
+	} {
+		verifyVariant(t, c.want, c.opts, c.hash)
+	}
+}
+
+func verifyVariant(t *testing.T, want string, opts Options, hash bool) {
+	settings, err := settingsOf(opts, hash)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := variantOf(settings); v.name != "lean" {
-		t.Fatal("a plain trace does not take the lean object")
+	v := variantOf(settings)
+	if v.name != want {
+		t.Fatalf("%s options take the %s object", want, v.name)
 	}
-	spec, err := bpfobj.LoadTraceLean()
+	spec, err := v.load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := setSettings(spec, settings, variants[0].fixed); err != nil {
+	if err := setSettings(spec, settings, v.fixed); err != nil {
 		t.Fatal(err)
 	}
 	inlined, err := inlineRodata(spec)
@@ -117,11 +133,11 @@ func TestVerifyHostLean(t *testing.T) {
 		coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
 			Programs: map[string]*ebpf.ProgramSpec{name: ps}}, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			t.Fatalf("%s %s (hash %v): %v", want, name, hash, err)
 		}
 		p := coll.Programs[name]
 		lines := strings.Split(strings.TrimSpace(p.VerifierLog), "\n")
-		fmt.Printf("lean %s: %s\n", name, strings.Join(lines[max(0, len(lines)-3):], " | "))
+		fmt.Printf("%s (hash %v) %s: %s\n", want, hash, name, strings.Join(lines[max(0, len(lines)-3):], " | "))
 		p.Close()
 		coll.Close()
 	}

@@ -1649,6 +1649,11 @@ func TestEntryOnlyThreadExit(t *testing.T) {
 			needMode(t, e, mode)
 			tids := make(chan int)
 			release := make(chan struct{})
+			// Also when the test fails before the trace: the goroutine on
+			// another thread would stay blocked, its thread locked.
+			var releaseOnce sync.Once
+			let := func() { releaseOnce.Do(func() { close(release) }) }
+			defer let()
 			gone := make(chan struct{})
 			tid := 0
 			// The main thread is never ended (the runtime wedges it
@@ -1657,7 +1662,7 @@ func TestEntryOnlyThreadExit(t *testing.T) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			// A goroutine that lands on the main thread keeps it (locked,
-			// blocked) until one lands elsewhere: returning at once left
+			// blocked) until the subtest returns: returning at once left
 			// the main thread idle for the next try, and after the
 			// earlier subtests' threads had exited, 100 tries could all
 			// land there (seen on amd64 7.3).
@@ -1681,7 +1686,7 @@ func TestEntryOnlyThreadExit(t *testing.T) {
 			}
 			var log bytes.Buffer
 			evs, sum := traceAround(t, trace.Options{Patterns: []string{"do_exit"}, Mode: mode, Filters: attach.Filters{TID: uint32(tid)}, Log: &log, Verbose: true}, func() {
-				close(release)
+				let()
 				<-gone
 				time.Sleep(200 * time.Millisecond) // the thread's exit runs after its goroutine
 			})
