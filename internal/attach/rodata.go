@@ -109,21 +109,9 @@ func inlineRodataInsns(insns asm.Instructions, data []byte, bo binary.ByteOrder)
 				continue
 			}
 		}
-		size := int(mem.OpCode.Size().Sizeof())
-		at := int(uint32(uint64(ld.Constant)>>32)) + int(mem.Offset)
-		if size <= 0 || at < 0 || at+size > len(data) {
-			return insns, n, fmt.Errorf("load of %d bytes at .rodata+%d, past its %d bytes", size, at, len(data))
-		}
-		var v uint64
-		switch size {
-		case 1:
-			v = uint64(data[at])
-		case 2:
-			v = uint64(bo.Uint16(data[at:]))
-		case 4:
-			v = uint64(bo.Uint32(data[at:]))
-		case 8:
-			v = bo.Uint64(data[at:])
+		v, err := rodataValue(data, int(uint32(uint64(ld.Constant)>>32))+int(mem.Offset), mem, bo)
+		if err != nil {
+			return insns, n, err
 		}
 		imm := asm.LoadImm(mem.Dst, int64(v), asm.DWord)
 		if src := ld.Source(); src != nil {
@@ -203,22 +191,13 @@ scan:
 		regSrc := op.Source() == asm.RegSource
 		switch c := op.Class(); {
 		case c == asm.LdXClass && op.Mode() == asm.MemMode && ins.Src == rx && ins.Symbol() == "":
-			size := int(op.Size().Sizeof())
-			at := base + int(ins.Offset)
-			if size <= 0 || at < 0 || at+size > len(data) {
-				return n, false, fmt.Errorf("load of %d bytes at .rodata+%d, past its %d bytes", size, at, len(data))
+			v, err := rodataValue(data, base+int(ins.Offset), ins, bo)
+			if err != nil {
+				return n, false, err
 			}
-			var mov asm.Instruction
-			switch size {
-			case 1:
-				mov = asm.Mov.Imm32(ins.Dst, int32(data[at]))
-			case 2:
-				mov = asm.Mov.Imm32(ins.Dst, int32(bo.Uint16(data[at:])))
-			case 4:
-				mov = asm.Mov.Imm32(ins.Dst, int32(bo.Uint32(data[at:])))
-			case 8:
-				v := int64(bo.Uint64(data[at:]))
-				if v != int64(int32(v)) {
+			mov := asm.Mov.Imm32(ins.Dst, int32(uint32(v))) // zero-extended, as the load
+			if op.Size() == asm.DWord {
+				if int64(v) != int64(int32(v)) {
 					other = true
 					if ins.Dst == rx {
 						break scan
@@ -236,35 +215,18 @@ scan:
 				dead = true
 				break scan
 			}
-		case c.IsALU():
-			if (regSrc && ins.Src == rx) || (op.ALUOp() != asm.Mov && ins.Dst == rx) {
+		case !c.IsJump():
+			switch effectOn(ins, rx) {
+			case readsReg:
 				other = true
 				break scan
-			}
-			if ins.Dst == rx {
+			case writesReg:
 				dead = true
 				break scan
+			case unknownEffect:
+				break scan // an atomic, a legacy load: the scan ends
 			}
-		case c == asm.LdXClass && (op.Mode() == asm.MemMode || op.Mode() == asm.MemSXMode):
-			if ins.Src == rx {
-				other = true
-				break scan
-			}
-			if ins.Dst == rx {
-				dead = true
-				break scan
-			}
-		case c == asm.LdClass && op.IsDWordLoad():
-			if ins.Dst == rx {
-				dead = true
-				break scan
-			}
-		case (c == asm.StClass || c == asm.StXClass) && op.Mode() != asm.AtomicMode:
-			if ins.Dst == rx || (c == asm.StXClass && ins.Src == rx) {
-				other = true
-				break scan
-			}
-		case c.IsJump() && op.JumpOp() == asm.Call:
+		case op.JumpOp() == asm.Call:
 			// A call reads r1-r5 (as many as the function takes) and
 			// writes r0-r5; r6-r9 pass through it.
 			if rx >= asm.R1 && rx <= asm.R5 {
@@ -275,11 +237,11 @@ scan:
 				dead = true
 				break scan
 			}
-		case c.IsJump() && op.JumpOp() == asm.Exit:
+		case op.JumpOp() == asm.Exit:
 			other = rx == asm.R0
 			dead = !other
 			break scan
-		case c.IsJump() && op.JumpOp() != asm.Ja:
+		case op.JumpOp() != asm.Ja:
 			// A conditional jump: the fall-through path is still this
 			// block's (no other path joins it); rX must be dead where
 			// the jump goes.
@@ -294,7 +256,7 @@ scan:
 			}
 			branches = append(branches, t)
 		default:
-			break scan // ja, an atomic, a legacy load: the scan ends
+			break scan // ja: the scan ends
 		}
 	}
 	if n == 0 || other {
@@ -332,64 +294,103 @@ func deadAfter(insns asm.Instructions, slots []int, index map[int]int, i int, re
 		ins := insns[i]
 		op := ins.OpCode
 		regSrc := op.Source() == asm.RegSource
-		switch c := op.Class(); {
-		case c.IsALU():
-			alu := op.ALUOp()
-			if (regSrc && ins.Src == reg) || (alu != asm.Mov && ins.Dst == reg) {
+		if !op.Class().IsJump() {
+			switch effectOn(ins, reg) {
+			case readsReg, unknownEffect:
 				return false
-			}
-			if ins.Dst == reg {
+			case writesReg:
 				return true
 			}
-		case c == asm.LdXClass:
-			if op.Mode() != asm.MemMode && op.Mode() != asm.MemSXMode {
-				return false
-			}
-			if ins.Src == reg {
-				return false
-			}
-			if ins.Dst == reg {
-				return true
-			}
-		case c == asm.LdClass:
-			if !op.IsDWordLoad() {
-				return false // legacy packet loads
-			}
-			if ins.Dst == reg {
-				return true
-			}
-		case c == asm.StClass || c == asm.StXClass:
-			if op.Mode() == asm.AtomicMode {
-				return false // may read and write r0 and src (cmpxchg, fetch)
-			}
-			if ins.Dst == reg || (c == asm.StXClass && ins.Src == reg) {
-				return false
-			}
-		case c.IsJump():
-			switch op.JumpOp() {
-			case asm.Exit:
-				return reg != asm.R0
-			case asm.Call:
-				return false
-			case asm.Ja:
-				t, ok := index[slots[i]+1+jumpOffset(ins)]
-				if !ok {
-					return false
-				}
-				i = t - 1
-				continue
-			default:
-				if ins.Dst == reg || (regSrc && ins.Src == reg) {
-					return false
-				}
-				t, ok := index[slots[i]+1+jumpOffset(ins)]
-				if !ok || !deadAfter(insns, slots, index, t, reg, budget) {
-					return false
-				}
-			}
-		default:
+			continue
+		}
+		switch op.JumpOp() {
+		case asm.Exit:
+			return reg != asm.R0
+		case asm.Call:
 			return false
+		case asm.Ja:
+			t, ok := index[slots[i]+1+jumpOffset(ins)]
+			if !ok {
+				return false
+			}
+			i = t - 1
+		default:
+			if ins.Dst == reg || (regSrc && ins.Src == reg) {
+				return false
+			}
+			t, ok := index[slots[i]+1+jumpOffset(ins)]
+			if !ok || !deadAfter(insns, slots, index, t, reg, budget) {
+				return false
+			}
 		}
 	}
 	return false
+}
+
+// rodataValue reads the value a load of ins's size at .rodata+at gives.
+func rodataValue(data []byte, at int, ins asm.Instruction, bo binary.ByteOrder) (uint64, error) {
+	size := int(ins.OpCode.Size().Sizeof())
+	if size <= 0 || at < 0 || at+size > len(data) {
+		return 0, fmt.Errorf("load of %d bytes at .rodata+%d, past its %d bytes", size, at, len(data))
+	}
+	switch size {
+	case 1:
+		return uint64(data[at]), nil
+	case 2:
+		return uint64(bo.Uint16(data[at:])), nil
+	case 4:
+		return uint64(bo.Uint32(data[at:])), nil
+	}
+	return bo.Uint64(data[at:]), nil
+}
+
+// regEffect is what an instruction does to one register.
+type regEffect int
+
+const (
+	noEffect      regEffect = iota
+	readsReg                // reads it (whether or not it also writes it)
+	writesReg               // writes it without reading it
+	unknownEffect           // not modelled: an atomic, a legacy packet load
+)
+
+// effectOn says what ins, not a jump, does to reg.
+func effectOn(ins asm.Instruction, reg asm.Register) regEffect {
+	op := ins.OpCode
+	switch c := op.Class(); {
+	case c.IsALU():
+		if (op.Source() == asm.RegSource && ins.Src == reg) || (op.ALUOp() != asm.Mov && ins.Dst == reg) {
+			return readsReg
+		}
+		if ins.Dst == reg {
+			return writesReg
+		}
+	case c == asm.LdXClass:
+		if op.Mode() != asm.MemMode && op.Mode() != asm.MemSXMode {
+			return unknownEffect
+		}
+		if ins.Src == reg {
+			return readsReg
+		}
+		if ins.Dst == reg {
+			return writesReg
+		}
+	case c == asm.LdClass:
+		if !op.IsDWordLoad() {
+			return unknownEffect // legacy packet loads
+		}
+		if ins.Dst == reg {
+			return writesReg
+		}
+	case c == asm.StClass || c == asm.StXClass:
+		if op.Mode() == asm.AtomicMode {
+			return unknownEffect // may read and write r0 and src (cmpxchg, fetch)
+		}
+		if ins.Dst == reg || (c == asm.StXClass && ins.Src == reg) {
+			return readsReg
+		}
+	default:
+		return unknownEffect
+	}
+	return noEffect
 }

@@ -12,11 +12,13 @@ import (
 // Objects returns the name and SHA-256 (hex) of each embedded BPF object for
 // this architecture, so a binary can be matched to the sources it carries.
 func Objects() map[string]string {
-	t := sha256.Sum256(_TraceBytes)
-	l := sha256.Sum256(_TraceLeanBytes)
-	f := sha256.Sum256(_TraceFilterBytes)
-	s := sha256.Sum256(_TraceStatBytes)
-	b := sha256.Sum256(_BenchBytes)
-	return map[string]string{"trace": hex.EncodeToString(t[:]), "tracelean": hex.EncodeToString(l[:]),
-		"tracefilter": hex.EncodeToString(f[:]), "tracestat": hex.EncodeToString(s[:]), "bench": hex.EncodeToString(b[:])}
+	out := map[string]string{}
+	for name, b := range map[string][]byte{
+		"trace": _TraceBytes, "tracelean": _TraceLeanBytes, "tracefilter": _TraceFilterBytes,
+		"tracestat": _TraceStatBytes, "bench": _BenchBytes,
+	} {
+		sum := sha256.Sum256(b)
+		out[name] = hex.EncodeToString(sum[:])
+	}
+	return out
 }
