@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -1688,7 +1689,10 @@ func TestEntryOnlyThreadExit(t *testing.T) {
 			evs, sum := traceAround(t, trace.Options{Patterns: []string{"do_exit"}, Mode: mode, Filters: attach.Filters{TID: uint32(tid)}, Log: &log, Verbose: true}, func() {
 				let()
 				<-gone
-				time.Sleep(200 * time.Millisecond) // the thread's exit runs after its goroutine
+				// The thread's exit runs after its goroutine: wait until
+				// it is unhashed (do_exit entered long before), not a
+				// fixed time, which a loaded CI host can outlast.
+				waitThreadGone(t, tid)
 			})
 			t.Logf("log:\n%s", log.String())
 			require.Len(t, evs, 1, "one do_exit entry: %v", evs)
@@ -1709,6 +1713,21 @@ func TestEntryOnlyThreadExit(t *testing.T) {
 			assert.Regexp(t, fmt.Sprintf(`^--tid %d exited `, tid), sum.TargetExited)
 			assertNothingAttached(t)
 		})
+	}
+}
+
+// waitThreadGone waits until /proc/self/task/TID is gone (the thread has
+// been through do_exit and release_task), failing after a minute.
+func waitThreadGone(t *testing.T, tid int) {
+	t.Helper()
+	p := fmt.Sprintf("/proc/self/task/%d", tid)
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("thread %d still in %s after a minute", tid, p)
+		}
 	}
 }
 

@@ -58,6 +58,7 @@ func TestKernelMatrix(t *testing.T) {
 	tmp := t.TempDir()
 	built := map[string][2]string{}
 	var mu sync.Mutex
+	var failed []string // "--- FAIL" lines of every kernel, guarded by mu
 	build := func(arch string) ([2]string, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -138,18 +139,33 @@ func TestKernelMatrix(t *testing.T) {
 			pw.Close()
 			<-done
 			if err != nil {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("%s %s: %v", arch, ver, err))
+				mu.Unlock()
 				t.Fatalf("%s: %v", k, err)
 			}
 			t.Logf("%s (guest %s, %s): exit %d, boot to tests %.1fs, total %.1fs", k, res.Release, res.Accel, res.ExitStatus, res.Boot.Seconds(), res.Total.Seconds())
 			for _, s := range summary {
 				t.Logf("  %s", s)
+				if strings.HasPrefix(s, "--- FAIL") {
+					mu.Lock()
+					failed = append(failed, fmt.Sprintf("%s %s: %s", arch, ver, s))
+					mu.Unlock()
+				}
 			}
 			if res.ExitStatus != 0 {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("%s %s: kernel tests exit %d (a panic or timeout names no test above)", arch, ver, res.ExitStatus))
+				mu.Unlock()
 				t.Errorf("kernel tests failed on %s (exit %d)", k, res.ExitStatus)
 			}
 		})
 	}
 	t.Logf("matrix %v took %s", matrix, time.Since(start).Round(time.Second))
+	// Last, so that a log cut to its tail (CI's) still names them.
+	for _, f := range failed {
+		t.Logf("failed: %s", f)
+	}
 }
 
 // runFilter passes FTPROBE_TEST_RUN to the guest tests as -test.run.
