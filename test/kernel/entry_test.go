@@ -274,14 +274,18 @@ func TestEntryThreadExit(t *testing.T) {
 	needMode(t, e, mode)
 	start := time.Now()
 	child := exec.Command(bin, "workload", "syscall", "--count", "100000000", "--interval", "1ms", "--quiet")
+	// No signal but the SIGKILL: the Go runtime's preemption signal
+	// (SIGURG, sent when a goroutine seems to run 10 ms, as when a loaded
+	// host stalls the vCPU) would be a get_signal call that returns: an
+	// entry call and a tree.
+	child.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1")
 	require.NoError(t, child.Start())
 	defer child.Process.Kill()
 	var log bytes.Buffer
 	evs, sum := traceAround(t, trace.Options{Patterns: []string{"do_group_exit"}, Entries: []string{"get_signal"}, Mode: mode,
 		Filters: attach.Filters{TGID: uint32(child.Process.Pid)}, Log: &log}, func() {
 		require.NoError(t, child.Process.Signal(syscall.SIGKILL))
-		child.Wait()
-		time.Sleep(200 * time.Millisecond)
+		child.Wait() // reaped: every thread went through do_exit; trace.Run drains after detach
 	})
 	t.Logf("log:\n%s", log.String())
 	require.NotNil(t, sum.Entry)

@@ -1361,7 +1361,17 @@ func TestMemoryFlat(t *testing.T) {
 	// Links are armed only once all are attached: no entry waits for an
 	// exit probe that is not there yet (depth 2 at most here).
 	assert.Zero(t, sum.Losses.DepthOverflow, "entries beyond the frame stack")
-	assert.Zero(t, sum.Losses.Unwound, "frames unwound without their exit")
+	// The trace is system-wide and this process opens and reads too
+	// (--stats-every reads /proc/self/statm): a program preempted on its
+	// CPU makes the kernel skip another thread's run there, and a skipped
+	// exit leaves a frame that its parent's exit unwinds. Each such frame
+	// is explained by a counted miss; any other unwinding is the bug.
+	if missed := sum.Losses.RecursionMiss + sum.Losses.KprobeMissed; missed > 0 {
+		t.Logf("%d program runs skipped by the kernel, %d frames unwound", missed, sum.Losses.Unwound)
+		assert.LessOrEqual(t, sum.Losses.Unwound, missed, "frames unwound beyond the kernel's skipped runs")
+	} else {
+		assert.Zero(t, sum.Losses.Unwound, "frames unwound without their exit")
+	}
 	assert.Contains(t, log.String(), "rss ")
 }
 
@@ -1429,18 +1439,43 @@ func TestTreeFollowsChildren(t *testing.T) {
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
 	fails := map[int64]int{}
+	var missed int64
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		m := decodeLine(t, l)
 		if m["type"] == "exit" && m["ret_str"] == "-ENOENT" {
 			fails[num(m["tgid"])]++
 		}
+		if m["type"] == "summary" {
+			losses, _ := m["losses"].(map[string]any)
+			for _, k := range []string{"recursion_misses", "kprobe_missed"} {
+				if v, ok := losses[k]; ok {
+					missed += num(v)
+				}
+			}
+		}
 	}
 	require.NotZero(t, outsideOps, "the outside process opened meanwhile")
 	assert.NotContains(t, fails, int64(os.Getpid()), "the process outside the tree is not traced")
-	for _, p := range pids {
-		assert.GreaterOrEqual(t, fails[p], 3, "process %d of the tree (children first): %v", p, fails)
+	for tg := range fails {
+		assert.Contains(t, pids, tg, "only the command and its two children: %v", fails)
 	}
-	assert.Len(t, fails, 3, "only the command and its two children: %v", fails)
+	// The outside thread runs the same do_sys_openat2 programs (rejected
+	// by the tree filter inside them): preempted in one on its CPU, it
+	// makes the kernel skip a tree process's run there, a loss the
+	// summary counts. Each failed open missing must be such a skipped run.
+	short := int64(0)
+	for _, p := range pids {
+		short += int64(max(0, 3-fails[p]))
+	}
+	if missed == 0 {
+		for _, p := range pids {
+			assert.GreaterOrEqual(t, fails[p], 3, "process %d of the tree (children first): %v", p, fails)
+		}
+		assert.Len(t, fails, 3, "only the command and its two children: %v", fails)
+	} else {
+		t.Logf("%d program runs skipped by the kernel; %d of the tree's failed opens missing: %v", missed, short, fails)
+		assert.LessOrEqual(t, short, missed, "failed opens missing beyond the kernel's skipped runs: %v", fails)
+	}
 }
 
 func TestTreeForgetsExited(t *testing.T) {
@@ -1489,7 +1524,19 @@ func TestTreeForgetsExited(t *testing.T) {
 func TestDemo(t *testing.T) {
 	e := lab(t)
 	bin := ftprobeBinary(t)
-	out, err := exec.Command(bin, "demo").CombinedOutput()
+	// The output goes to a file, not a pipe: reading a pipe, this process
+	// would call vfs_read while the demo traces it system-wide (filtered
+	// in the program), and a program preempted on its CPU makes the kernel
+	// skip the workload's run there (a recursion or fprobe miss), which
+	// the demo rightly reports as lost.
+	f, err := os.Create(filepath.Join(t.TempDir(), "demo.out"))
+	require.NoError(t, err)
+	demo := exec.Command(bin, "demo")
+	demo.Stdout, demo.Stderr = f, f
+	err = demo.Run()
+	f.Close()
+	out, rerr := os.ReadFile(f.Name())
+	require.NoError(t, rerr)
 	if !e.works[attach.ModeFentry] && !e.works[attach.ModeKprobeMulti] {
 		var ee *exec.ExitError
 		require.ErrorAs(t, err, &ee, "%s", out)
