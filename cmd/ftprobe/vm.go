@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"fmt"
 	"os"
 	"os/signal"
@@ -128,6 +129,9 @@ func resolveKernel(ctx context.Context, spec, arch string, cmd *cobra.Command) (
 
 // findGuestBinary returns a static ftprobe for arch: the explicit path, this
 // executable when the architectures match, or ftprobe-linux-ARCH beside it.
+// A binary beside it that is not this one's build (sameBuild) is an error:
+// `make build` alone left session 12's guest binaries two hours old, and
+// two instruction-count runs measured the old BPF objects without a word.
 func findGuestBinary(explicit, arch string) (string, error) {
 	if explicit != "" {
 		return explicit, nil
@@ -138,6 +142,9 @@ func findGuestBinary(explicit, arch string) (string, error) {
 	}
 	cand := filepath.Join(filepath.Dir(self), "ftprobe-linux-"+arch)
 	if _, err := os.Stat(cand); err == nil {
+		if err := sameBuild(self, cand); err != nil {
+			return "", fmt.Errorf("vm: %w: run `make cross` or pass --guest-binary", err)
+		}
 		return cand, nil
 	}
 	if runtime.GOARCH == arch {
@@ -173,6 +180,64 @@ func checkVMInput(arch, accel, guestBin string, cpus, memoryMiB int, timeout tim
 		if _, err := os.Stat(guestBin); err != nil {
 			return fmt.Errorf("vm --guest-binary: %w", err)
 		}
+	}
+	return nil
+}
+
+// staleAfter is how much older than this executable a guest binary beside
+// it may be and still count as the same build (make cross builds the
+// host's and the cross binaries seconds apart).
+const staleAfter = 2 * time.Minute
+
+// sameBuild checks that guest was built from the same code as self: the
+// same vcs.revision and vcs.modified in their Go build info (go version
+// -m), and, since a modified tree records no content hash, a modification
+// time at most staleAfter before self's. Errors name both files and the
+// difference.
+func sameBuild(self, guest string) error {
+	if err := vcsMismatch(guest, vcsOf, self); err != nil {
+		return err
+	}
+	si, err := os.Stat(self)
+	if err != nil {
+		return err
+	}
+	gi, err := os.Stat(guest)
+	if err != nil {
+		return err
+	}
+	if d := si.ModTime().Sub(gi.ModTime()); d > staleAfter {
+		return fmt.Errorf("%s is %s older than %s and may not hold its code or BPF objects", guest, d.Round(time.Second), self)
+	}
+	return nil
+}
+
+// vcsOf returns the vcs.revision and vcs.modified a Go binary was stamped
+// with, or "" for a file without them (not Go, or built without VCS
+// stamping, as test binaries are).
+func vcsOf(path string) (rev, modified string) {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return "", ""
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	return rev, modified
+}
+
+// vcsMismatch compares the vcs stamps (read by of) of guest and self: an
+// error when both have one and the revision or the modified flag differs.
+func vcsMismatch(guest string, of func(string) (string, string), self string) error {
+	sr, sm := of(self)
+	gr, gm := of(guest)
+	if sr != "" && gr != "" && (sr != gr || sm != gm) {
+		return fmt.Errorf("%s was built from %s (modified %s), this ftprobe from %s (modified %s)", guest, gr, gm, sr, sm)
 	}
 	return nil
 }

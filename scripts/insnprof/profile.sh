@@ -21,6 +21,9 @@ shift 4
 [ "${1:-}" = "--" ] && shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
+# The guest runs bin/ftprobe-linux-$arch: built now, from this tree (a
+# stale one is refused by ftprobe vm).
+(cd "$root" && make -s cross >/dev/null)
 gcc -O2 -shared -fPIC -o "$out/insnprof.so" "$root/scripts/insnprof/insnprof.c"
 (cd "$root" && GOARCH=$arch CGO_ENABLED=0 go build -o "$out/kallsyms-$arch" ./scripts/insnprof/kallsyms)
 for c in "$a" "$b"; do

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSameBuildMtime(t *testing.T) {
+	dir := t.TempDir()
+	self := filepath.Join(dir, "ftprobe")
+	guest := filepath.Join(dir, "ftprobe-linux-arm64")
+	for _, p := range []string{self, guest} {
+		if err := os.WriteFile(p, []byte("not a Go binary"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	set := func(p string, at time.Time) {
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(self, now)
+	set(guest, now.Add(-30*time.Second)) // make cross: seconds apart
+	if err := sameBuild(self, guest); err != nil {
+		t.Errorf("guest 30 s older: %v, want no error", err)
+	}
+	set(guest, now.Add(-2*time.Hour-26*time.Minute)) // session 12: make build alone
+	err := sameBuild(self, guest)
+	if err == nil || !strings.Contains(err.Error(), "2h26m0s older than") {
+		t.Errorf("guest 2h26m older: %v, want an error saying so", err)
+	}
+	set(guest, now.Add(time.Hour)) // newer guest: built after, fine
+	if err := sameBuild(self, guest); err != nil {
+		t.Errorf("guest newer: %v, want no error", err)
+	}
+}
+
+func TestVCSMismatch(t *testing.T) {
+	stamps := map[string][2]string{
+		"self":      {"9996f557615499f0a557e5aff1ae0e24fcac0388", "true"},
+		"same":      {"9996f557615499f0a557e5aff1ae0e24fcac0388", "true"},
+		"clean":     {"9996f557615499f0a557e5aff1ae0e24fcac0388", "false"},
+		"other":     {"e543b7a000000000000000000000000000000000", "true"},
+		"unstamped": {"", ""},
+	}
+	of := func(p string) (string, string) { return stamps[p][0], stamps[p][1] }
+	for guest, want := range map[string]string{
+		"same":      "",
+		"unstamped": "",
+		"clean":     "clean was built from 9996f557615499f0a557e5aff1ae0e24fcac0388 (modified false), this ftprobe from 9996f557615499f0a557e5aff1ae0e24fcac0388 (modified true)",
+		"other":     "other was built from e543b7a000000000000000000000000000000000 (modified true)",
+	} {
+		err := vcsMismatch(guest, of, "self")
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v, want no error", guest, err)
+		case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
+			t.Errorf("%s: %v, want %q...", guest, err, want)
+		}
+	}
+}
