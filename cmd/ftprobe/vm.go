@@ -127,8 +127,9 @@ func resolveKernel(ctx context.Context, spec, arch string, cmd *cobra.Command) (
 	return &lab.Kernel{Arch: arch, Image: spec}, nil
 }
 
-// findGuestBinary returns a static ftprobe for arch: the explicit path, this
-// executable when the architectures match, or ftprobe-linux-ARCH beside it.
+// findGuestBinary returns a static ftprobe for arch: the explicit path,
+// else ftprobe-linux-ARCH beside this executable, else this executable when
+// the architectures match.
 // A binary beside it that is not this one's build (sameBuild) is an error:
 // `make build` alone left session 12's guest binaries two hours old, and
 // two instruction-count runs measured the old BPF objects without a word.
@@ -195,8 +196,12 @@ const staleAfter = 2 * time.Minute
 // time at most staleAfter before self's. Errors name both files and the
 // difference.
 func sameBuild(self, guest string) error {
-	if err := vcsMismatch(guest, vcsOf, self); err != nil {
+	same, err := vcsMismatch(guest, vcsOf, self)
+	if err != nil {
 		return err
+	}
+	if same {
+		return nil // one clean revision: the same code, whenever built
 	}
 	si, err := os.Stat(self)
 	if err != nil {
@@ -232,12 +237,17 @@ func vcsOf(path string) (rev, modified string) {
 }
 
 // vcsMismatch compares the vcs stamps (read by of) of guest and self: an
-// error when both have one and the revision or the modified flag differs.
-func vcsMismatch(guest string, of func(string) (string, string), self string) error {
+// error when both have one and the revision or the modified flag differs;
+// same when both are the same unmodified revision (a modified tree records
+// no content hash, so two builds of it cannot be told apart this way).
+func vcsMismatch(guest string, of func(string) (string, string), self string) (same bool, err error) {
 	sr, sm := of(self)
 	gr, gm := of(guest)
-	if sr != "" && gr != "" && (sr != gr || sm != gm) {
-		return fmt.Errorf("%s was built from %s (modified %s), this ftprobe from %s (modified %s)", guest, gr, gm, sr, sm)
+	if sr == "" || gr == "" {
+		return false, nil
 	}
-	return nil
+	if sr != gr || sm != gm {
+		return false, fmt.Errorf("%s was built from %s (modified %s), %s from %s (modified %s)", guest, gr, gm, self, sr, sm)
+	}
+	return sm == "false", nil
 }

@@ -45,21 +45,29 @@ func TestVCSMismatch(t *testing.T) {
 		"same":      {"9996f557615499f0a557e5aff1ae0e24fcac0388", "true"},
 		"clean":     {"9996f557615499f0a557e5aff1ae0e24fcac0388", "false"},
 		"other":     {"e543b7a000000000000000000000000000000000", "true"},
+		"selfclean": {"9996f557615499f0a557e5aff1ae0e24fcac0388", "false"},
 		"unstamped": {"", ""},
 	}
 	of := func(p string) (string, string) { return stamps[p][0], stamps[p][1] }
 	for guest, want := range map[string]string{
 		"same":      "",
 		"unstamped": "",
-		"clean":     "clean was built from 9996f557615499f0a557e5aff1ae0e24fcac0388 (modified false), this ftprobe from 9996f557615499f0a557e5aff1ae0e24fcac0388 (modified true)",
-		"other":     "other was built from e543b7a000000000000000000000000000000000 (modified true)",
+		"clean":     "clean was built from 9996f557615499f0a557e5aff1ae0e24fcac0388 (modified false), self from 9996f557615499f0a557e5aff1ae0e24fcac0388 (modified true)",
+		"other":     "other was built from e543b7a000000000000000000000000000000000 (modified true), self from",
 	} {
-		err := vcsMismatch(guest, of, "self")
+		same, err := vcsMismatch(guest, of, "self")
 		switch {
+		case same:
+			t.Errorf("%s: same build of a modified tree: the stamps cannot tell", guest)
 		case want == "" && err != nil:
 			t.Errorf("%s: %v, want no error", guest, err)
 		case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
 			t.Errorf("%s: %v, want %q...", guest, err, want)
 		}
+	}
+	// One clean revision on both sides: the same code, however old.
+	stamps["self"] = stamps["selfclean"]
+	if same, err := vcsMismatch("clean", of, "self"); !same || err != nil {
+		t.Errorf("clean guest of a clean self: same %v, %v; want same", same, err)
 	}
 }

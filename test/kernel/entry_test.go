@@ -278,7 +278,11 @@ func TestEntryThreadExit(t *testing.T) {
 	// (SIGURG, sent when a goroutine seems to run 10 ms, as when a loaded
 	// host stalls the vCPU) would be a get_signal call that returns: an
 	// entry call and a tree.
-	child.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1")
+	godebug := "asyncpreemptoff=1"
+	if v := os.Getenv("GODEBUG"); v != "" {
+		godebug = v + "," + godebug
+	}
+	child.Env = append(os.Environ(), "GODEBUG="+godebug)
 	require.NoError(t, child.Start())
 	defer child.Process.Kill()
 	var log bytes.Buffer

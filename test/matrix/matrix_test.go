@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -101,10 +102,16 @@ func TestKernelMatrix(t *testing.T) {
 			ctx := context.Background()
 			k, err := lab.ResolveDebian(ctx, ver, arch, os.Stderr)
 			if err != nil {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("%s %s: resolve: %v", arch, ver, err))
+				mu.Unlock()
 				t.Fatalf("resolve debian:%s %s: %v", ver, arch, err)
 			}
 			b, err := build(arch)
 			if err != nil {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("%s %s: build: %v", arch, ver, err))
+				mu.Unlock()
 				t.Fatal(err)
 			}
 			add := []string{b[1] + ":/kernel.test"}
@@ -154,8 +161,12 @@ func TestKernelMatrix(t *testing.T) {
 				}
 			}
 			if res.ExitStatus != 0 {
+				why := ""
+				if !slices.ContainsFunc(summary, func(s string) bool { return strings.HasPrefix(s, "--- FAIL") }) {
+					why = " (no test failed: a panic or timeout)"
+				}
 				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s %s: kernel tests exit %d (a panic or timeout names no test above)", arch, ver, res.ExitStatus))
+				failed = append(failed, fmt.Sprintf("%s %s: kernel tests exit %d%s", arch, ver, res.ExitStatus, why))
 				mu.Unlock()
 				t.Errorf("kernel tests failed on %s (exit %d)", k, res.ExitStatus)
 			}
