@@ -6,7 +6,7 @@ package ftprobe
 // The include path is the generating host's multiarch dir for <asm/types.h>,
 // which <linux/bpf.h> needs; the types it defines are the same on both targets.
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -go-package bpfobj -output-dir internal/bpfobj -tags linux -target amd64,arm64 -type event -type rec_hdr -type rec_full -type agg -type errkey -type ftp_stat -type ftp_kind -type ftp_mode -type ftp_flags -type ftp_func_flags -type xprog -type rec_x -type xvals -type ftp_xflags -type ftp_xval_flags Trace bpf/trace.bpf.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ibpf
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -go-package bpfobj -output-dir internal/bpfobj -tags linux -target amd64,arm64 -type event -type rec_hdr -type rec_full -type agg -type errkey -type ftp_stat -type ftp_kind -type ftp_mode -type ftp_flags -type ftp_func_flags -type ftp_func_pred -type xprog -type rec_x -type xvals -type ftp_xflags -type ftp_xval_flags Trace bpf/trace.bpf.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ibpf
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -go-package bpfobj -output-dir internal/bpfobj -tags linux -target amd64,arm64 TraceLean bpf/trace.bpf.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ibpf -DFTP_LEAN
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -go-package bpfobj -output-dir internal/bpfobj -tags linux -target amd64,arm64 TraceFilter bpf/trace.bpf.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ibpf -DFTP_FILTER
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -go-package bpfobj -output-dir internal/bpfobj -tags linux -target amd64,arm64 TraceStat bpf/trace.bpf.c -- -O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ibpf -DFTP_STAT

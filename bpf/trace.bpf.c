@@ -103,6 +103,20 @@ enum ftp_func_flags {
  * the function has (at most FTP_MAX_ARGS are recorded). */
 #define FTP_FN_STR_SHIFT 16
 #define FTP_FN_NARGS_SHIFT 24
+
+/* An entry predicate that reads argument registers only (xprog.entry_regs)
+ * in the cookie's flags, for the fentry programs (fentry and fentry-multi
+ * modes): its xpred program number (1 .. FTP_FN_PRED_MAX; 0: none here,
+ * look up xprogs) in bits 28-31 and its pred_nargs in bits 5-7. A call it
+ * rejects is decided without the xprogs lookup at entry and again at the
+ * fexit: 20-45 instructions fewer per rejected fentry+fexit call on arm64
+ * 7.3 (compare --body predicate, icount, session 12: 1.53x before, 1.44x
+ * and 1.50x in two runs after; other modes unchanged). */
+enum ftp_func_pred {
+	FTP_FN_PRED_NARGS_SHIFT = 5,
+	FTP_FN_PRED_SHIFT = 28,
+	FTP_FN_PRED_MAX = 15,
+};
 #define FTP_MAX_STRS 2      /* strings read per event */
 #define FTP_STR_LEN 128     /* bytes per string, NUL included */
 #define FTP_STACK_DEPTH 32  /* kernel stack frames per event */
@@ -354,6 +368,7 @@ const enum ftp_kind *unused_kind __attribute__((unused));
 const enum ftp_mode *unused_mode __attribute__((unused));
 const enum ftp_flags *unused_flags __attribute__((unused));
 const enum ftp_func_flags *unused_func_flags __attribute__((unused));
+const enum ftp_func_pred *unused_func_pred __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -1093,6 +1108,15 @@ static __always_inline void emit_x(struct xprog *xp, struct xctx *xc, __u64 pid_
 	output(r, __builtin_offsetof(struct rec_x, b) + nb, 1);
 }
 
+/* cookie_pred returns the entry predicate a cookie carries (0: none) and
+ * its pred_nargs in *pn (ftp_func_pred). */
+static __always_inline __u32 cookie_pred(__u64 cookie, __u32 *pn)
+{
+	__u32 fl = cookie >> 32;
+	*pn = (fl >> FTP_FN_PRED_NARGS_SHIFT) & 7;
+	return (fl >> FTP_FN_PRED_SHIFT) & FTP_FN_PRED_MAX;
+}
+
 static __always_inline __u8 cookie_nargs(__u32 fflags)
 {
 	__u8 n = (fflags >> FTP_FN_NARGS_SHIFT) & 15;
@@ -1372,11 +1396,17 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 		/* An entry predicate on argument registers only: the fexit
 		 * has the same registers and decides again, so a rejected
 		 * entry pushed no frame (on_entry); counted there. */
-		struct xprog *xp = xprog_of((__u32)cookie);
-		if (xp && xp->entry_regs && xp->pentry) {
+		__u32 pn = 0;
+		__u32 psel = cookie_pred(cookie, &pn);
+		struct xprog *xp = 0;
+		if (!psel && (xp = xprog_of((__u32)cookie)) && xp->entry_regs && xp->pentry) {
+			psel = xp->pentry;
+			pn = xp->pred_nargs;
+		}
+		if (psel) {
 			__u64 args[FTP_MAX_ARGS] = {};
-			fetch_args(ctx, args, bpf_get_func_arg_cnt(ctx), 0, xp->pred_nargs);
-			if (!xpass(args, 0, xp->pentry))
+			fetch_args(ctx, args, bpf_get_func_arg_cnt(ctx), 0, pn);
+			if (!xpass(args, 0, psel))
 				return;
 		}
 	}
@@ -1583,9 +1613,21 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 	__u64 n = bpf_get_func_arg_cnt(ctx);
 	/* With an entry predicate, the arguments it reads first (xprog's
 	 * pred_nargs), the others only for a call it lets in. */
-	struct xprog *xp = x_entry ? xprog_of((__u32)cookie) : 0;
-	if (xp && xp->pentry) {
-		__u32 first = xp->pred_nargs;
+	__u32 first = 0;
+	__u32 psel = x_entry ? cookie_pred(cookie, &first) : 0;
+	struct xprog *xp = 0;
+	if (psel && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI)) {
+		/* A predicate on argument registers in the cookie: rejected
+		 * here without a frame, its fexit decides again (on_exit). */
+		fetch_args(ctx, args, n, 0, first);
+		if (!xpass(args, 0, psel)) {
+			count(FTP_STAT_X_REJECT);
+			return 1;
+		}
+		if (FTP_KEEP_ARGS)
+			fetch_args(ctx, args, n, first, FTP_MAX_ARGS);
+	} else if ((xp = x_entry ? xprog_of((__u32)cookie) : 0) && xp->pentry) {
+		first = xp->pred_nargs;
 		fetch_args(ctx, args, n, 0, first);
 		if (rejected_at_entry(pid_tgid, (__u32)cookie, xp, args, mode))
 			return 1;

@@ -154,6 +154,9 @@ type Options struct {
 	Entries map[uint32]bool
 	// AttachMulti replaces link.KprobeMulti (tests).
 	AttachMulti func(prog *ebpf.Program, opts link.KprobeMultiOptions, ret bool) (link.Link, error)
+	// predCookie holds PredCookie by function ID, set by open once the
+	// predicates are compiled, before any link (cookie).
+	predCookie map[uint32]uint64
 }
 
 // Failure is one function that could not be attached, with the reason.
@@ -336,6 +339,12 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 		x := p.Encode()
 		if preds != nil {
 			x.Pentry, x.Pexit = preds.Entry[id], preds.Exit[id]
+		}
+		if c := PredCookie(x); c != 0 {
+			if opts.predCookie == nil {
+				opts.predCookie = map[uint32]uint64{}
+			}
+			opts.predCookie[uint32(id)] = c
 		}
 		if err := t.maps.Xprogs.Update(id, &x, ebpf.UpdateAny); err != nil {
 			return nil, fmt.Errorf("attach: store the --arg/--filter program of function %d: %w", id, err)
@@ -1044,10 +1053,25 @@ func Cookie(f *symbols.Func) uint64 {
 // (FTP_FN_WINDOW_ENTRY in bpf/trace.bpf.c).
 const FlagWindowEntry = uint32(bpfobj.TraceFtpFuncFlagsFTP_FN_WINDOW_ENTRY)
 
+// PredCookie returns the cookie bits (bits 32-63 already shifted) that
+// carry x's entry predicate to the fentry programs: its xpred program
+// number and pred_nargs, when it reads argument registers only and its
+// number fits (ftp_func_pred in bpf/trace.bpf.c); 0 otherwise, and the
+// programs look it up in xprogs. A rejected fentry+fexit call costs 20-45
+// instructions less with it (arm64 7.3 icount, session 12: compare --body
+// predicate 1.53x the empty program before, 1.44x and 1.50x after).
+func PredCookie(x bpfobj.TraceXprog) uint64 {
+	if x.Pentry == 0 || x.EntryRegs == 0 || x.Pentry > uint16(bpfobj.TraceFtpFuncPredFTP_FN_PRED_MAX) || x.PredNargs > MaxArgs {
+		return 0
+	}
+	fl := uint64(x.Pentry)<<bpfobj.TraceFtpFuncPredFTP_FN_PRED_SHIFT | uint64(x.PredNargs)<<bpfobj.TraceFtpFuncPredFTP_FN_PRED_NARGS_SHIFT
+	return fl << 32
+}
+
 // cookie is Cookie(f) with FlagWindowEntry for the functions of
-// o.Entries.
+// o.Entries and the entry predicate's bits (PredCookie).
 func (o Options) cookie(f *symbols.Func) uint64 {
-	c := Cookie(f)
+	c := Cookie(f) | o.predCookie[f.ID]
 	if o.Entries[f.ID] {
 		c |= uint64(FlagWindowEntry) << 32
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -51,4 +52,30 @@ func TestCookieWindowEntry(t *testing.T) {
 	assert.Equal(t, Cookie(entry), Options{}.cookie(entry), "no --entry")
 	m := o.multiOpts([]*symbols.Func{entry, other})
 	assert.Equal(t, []uint64{o.cookie(entry), Cookie(other)}, m.Cookies)
+}
+
+// TestPredCookie: an entry predicate on registers travels in the cookie's
+// bits 60-63 (program) and 37-39 (pred_nargs), leaving the function id and
+// the other flags alone; one on memory, one past 15 or none does not.
+func TestPredCookie(t *testing.T) {
+	for _, c := range []struct {
+		x    bpfobj.TraceXprog
+		want uint64
+	}{
+		{bpfobj.TraceXprog{Pentry: 3, PredNargs: 2, EntryRegs: 1}, 3<<60 | 2<<37},
+		{bpfobj.TraceXprog{Pentry: 15, PredNargs: 6, EntryRegs: 1}, 15<<60 | 6<<37},
+		{bpfobj.TraceXprog{Pentry: 16, PredNargs: 1, EntryRegs: 1}, 0},
+		{bpfobj.TraceXprog{Pentry: 3, PredNargs: 1, EntryRegs: 0}, 0},
+		{bpfobj.TraceXprog{Pentry: 0, PredNargs: 0, EntryRegs: 1}, 0},
+	} {
+		if got := PredCookie(c.x); got != c.want {
+			t.Errorf("PredCookie(pentry %d, pred_nargs %d, entry_regs %d) = %#x, want %#x", c.x.Pentry, c.x.PredNargs, c.x.EntryRegs, got, c.want)
+		}
+	}
+	f := &symbols.Func{ID: 7, Name: "vfs_read"}
+	o := Options{predCookie: map[uint32]uint64{7: PredCookie(bpfobj.TraceXprog{Pentry: 2, PredNargs: 3, EntryRegs: 1})}}
+	got := o.cookie(f)
+	if got&0xffffffff != 7 || got&^(uint64(0xf)<<60|uint64(7)<<37) != Cookie(f) || got>>60 != 2 || (got>>37)&7 != 3 {
+		t.Errorf("cookie %#x: want Cookie(f) %#x with program 2 and pred_nargs 3", got, Cookie(f))
+	}
 }

@@ -78,6 +78,14 @@ const (
 	TraceFtpFuncFlagsFTP_FN_WINDOW_ENTRY TraceFtpFuncFlags = 16
 )
 
+type TraceFtpFuncPred uint32
+
+const (
+	TraceFtpFuncPredFTP_FN_PRED_NARGS_SHIFT TraceFtpFuncPred = 5
+	TraceFtpFuncPredFTP_FN_PRED_SHIFT       TraceFtpFuncPred = 28
+	TraceFtpFuncPredFTP_FN_PRED_MAX         TraceFtpFuncPred = 15
+)
+
 type TraceFtpKind uint32
 
 const (
@@ -281,6 +289,7 @@ const (
 	TraceVarUnusedEvent       = "unused_event"
 	TraceVarUnusedFlags       = "unused_flags"
 	TraceVarUnusedFuncFlags   = "unused_func_flags"
+	TraceVarUnusedFuncPred    = "unused_func_pred"
 	TraceVarUnusedKind        = "unused_kind"
 	TraceVarUnusedMode        = "unused_mode"
 	TraceVarUnusedRecComm     = "unused_rec_comm"
@@ -400,6 +409,7 @@ type TraceVariableSpecs struct {
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedFlags     *ebpf.VariableSpec `ebpf:"unused_flags"`
 	UnusedFuncFlags *ebpf.VariableSpec `ebpf:"unused_func_flags"`
+	UnusedFuncPred  *ebpf.VariableSpec `ebpf:"unused_func_pred"`
 	UnusedKind      *ebpf.VariableSpec `ebpf:"unused_kind"`
 	UnusedMode      *ebpf.VariableSpec `ebpf:"unused_mode"`
 	UnusedRecComm   *ebpf.VariableSpec `ebpf:"unused_rec_comm"`
@@ -489,6 +499,7 @@ type TraceVariables struct {
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedFlags     *ebpf.Variable `ebpf:"unused_flags"`
 	UnusedFuncFlags *ebpf.Variable `ebpf:"unused_func_flags"`
+	UnusedFuncPred  *ebpf.Variable `ebpf:"unused_func_pred"`
 	UnusedKind      *ebpf.Variable `ebpf:"unused_kind"`
 	UnusedMode      *ebpf.Variable `ebpf:"unused_mode"`
 	UnusedRecComm   *ebpf.Variable `ebpf:"unused_rec_comm"`

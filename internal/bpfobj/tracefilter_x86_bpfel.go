@@ -157,6 +157,7 @@ const (
 	TraceFilterVarUnusedEvent          = "unused_event"
 	TraceFilterVarUnusedFlags          = "unused_flags"
 	TraceFilterVarUnusedFuncFlags      = "unused_func_flags"
+	TraceFilterVarUnusedFuncPred       = "unused_func_pred"
 	TraceFilterVarUnusedKind           = "unused_kind"
 	TraceFilterVarUnusedMode           = "unused_mode"
 	TraceFilterVarUnusedRecComm        = "unused_rec_comm"
@@ -276,6 +277,7 @@ type TraceFilterVariableSpecs struct {
 	UnusedEvent          *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedFlags          *ebpf.VariableSpec `ebpf:"unused_flags"`
 	UnusedFuncFlags      *ebpf.VariableSpec `ebpf:"unused_func_flags"`
+	UnusedFuncPred       *ebpf.VariableSpec `ebpf:"unused_func_pred"`
 	UnusedKind           *ebpf.VariableSpec `ebpf:"unused_kind"`
 	UnusedMode           *ebpf.VariableSpec `ebpf:"unused_mode"`
 	UnusedRecComm        *ebpf.VariableSpec `ebpf:"unused_rec_comm"`
@@ -365,6 +367,7 @@ type TraceFilterVariables struct {
 	UnusedEvent          *ebpf.Variable `ebpf:"unused_event"`
 	UnusedFlags          *ebpf.Variable `ebpf:"unused_flags"`
 	UnusedFuncFlags      *ebpf.Variable `ebpf:"unused_func_flags"`
+	UnusedFuncPred       *ebpf.Variable `ebpf:"unused_func_pred"`
 	UnusedKind           *ebpf.Variable `ebpf:"unused_kind"`
 	UnusedMode           *ebpf.Variable `ebpf:"unused_mode"`
 	UnusedRecComm        *ebpf.Variable `ebpf:"unused_rec_comm"`

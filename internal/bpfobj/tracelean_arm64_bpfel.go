@@ -159,6 +159,7 @@ const (
 	TraceLeanVarUnusedEvent           = "unused_event"
 	TraceLeanVarUnusedFlags           = "unused_flags"
 	TraceLeanVarUnusedFuncFlags       = "unused_func_flags"
+	TraceLeanVarUnusedFuncPred        = "unused_func_pred"
 	TraceLeanVarUnusedKind            = "unused_kind"
 	TraceLeanVarUnusedMode            = "unused_mode"
 	TraceLeanVarUnusedRecComm         = "unused_rec_comm"
@@ -278,6 +279,7 @@ type TraceLeanVariableSpecs struct {
 	UnusedEvent           *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedFlags           *ebpf.VariableSpec `ebpf:"unused_flags"`
 	UnusedFuncFlags       *ebpf.VariableSpec `ebpf:"unused_func_flags"`
+	UnusedFuncPred        *ebpf.VariableSpec `ebpf:"unused_func_pred"`
 	UnusedKind            *ebpf.VariableSpec `ebpf:"unused_kind"`
 	UnusedMode            *ebpf.VariableSpec `ebpf:"unused_mode"`
 	UnusedRecComm         *ebpf.VariableSpec `ebpf:"unused_rec_comm"`
@@ -367,6 +369,7 @@ type TraceLeanVariables struct {
 	UnusedEvent           *ebpf.Variable `ebpf:"unused_event"`
 	UnusedFlags           *ebpf.Variable `ebpf:"unused_flags"`
 	UnusedFuncFlags       *ebpf.Variable `ebpf:"unused_func_flags"`
+	UnusedFuncPred        *ebpf.Variable `ebpf:"unused_func_pred"`
 	UnusedKind            *ebpf.Variable `ebpf:"unused_kind"`
 	UnusedMode            *ebpf.Variable `ebpf:"unused_mode"`
 	UnusedRecComm         *ebpf.Variable `ebpf:"unused_rec_comm"`

@@ -156,6 +156,7 @@ const (
 	TraceStatVarUnusedEvent         = "unused_event"
 	TraceStatVarUnusedFlags         = "unused_flags"
 	TraceStatVarUnusedFuncFlags     = "unused_func_flags"
+	TraceStatVarUnusedFuncPred      = "unused_func_pred"
 	TraceStatVarUnusedKind          = "unused_kind"
 	TraceStatVarUnusedMode          = "unused_mode"
 	TraceStatVarUnusedRecComm       = "unused_rec_comm"
@@ -275,6 +276,7 @@ type TraceStatVariableSpecs struct {
 	UnusedEvent         *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedFlags         *ebpf.VariableSpec `ebpf:"unused_flags"`
 	UnusedFuncFlags     *ebpf.VariableSpec `ebpf:"unused_func_flags"`
+	UnusedFuncPred      *ebpf.VariableSpec `ebpf:"unused_func_pred"`
 	UnusedKind          *ebpf.VariableSpec `ebpf:"unused_kind"`
 	UnusedMode          *ebpf.VariableSpec `ebpf:"unused_mode"`
 	UnusedRecComm       *ebpf.VariableSpec `ebpf:"unused_rec_comm"`
@@ -364,6 +366,7 @@ type TraceStatVariables struct {
 	UnusedEvent         *ebpf.Variable `ebpf:"unused_event"`
 	UnusedFlags         *ebpf.Variable `ebpf:"unused_flags"`
 	UnusedFuncFlags     *ebpf.Variable `ebpf:"unused_func_flags"`
+	UnusedFuncPred      *ebpf.Variable `ebpf:"unused_func_pred"`
 	UnusedKind          *ebpf.Variable `ebpf:"unused_kind"`
 	UnusedMode          *ebpf.Variable `ebpf:"unused_mode"`
 	UnusedRecComm       *ebpf.Variable `ebpf:"unused_rec_comm"`
