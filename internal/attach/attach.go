@@ -454,7 +454,9 @@ func (t *Tracer) verifyOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 				if n == "ftp_fexit" && f.EntryOnly != "" {
 					break
 				}
-				local.Programs[n].AttachTo = f.BTFName
+				ps := forFunc(spec.Programs[n], f, opts.cookie(f))
+				ps.AttachTo = f.BTFName
+				local.Programs[n] = ps
 				p, err := loadWithMaps(local, n, repl, cache)
 				if err != nil {
 					return opts.Kernel.Explain(strings.TrimPrefix(n, "ftp_"), f.Display(), err)
@@ -488,9 +490,11 @@ func (t *Tracer) verifyOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 					}
 					continue
 				}
-				if err := load("ftp_fsession", AttachTraceFSession, f.BTFName, f.Display()); err != nil {
-					return err
+				p, err := ld.LoadFunc("ftp_fsession", AttachTraceFSession, f, opts.cookie(f))
+				if err != nil {
+					return opts.Kernel.Explain(mode, f.Display(), err)
 				}
+				keep(p)
 			}
 			return nil
 		}
@@ -710,7 +714,9 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 				// arrives then returns "without entry" only if it
 				// started before the entry probe, which is counted
 				// as in flight, not as a loss.
-				local.Programs[pt.name].AttachTo = f.BTFName
+				ps := forFunc(spec.Programs[pt.name], f, opts.cookie(f))
+				ps.AttachTo = f.BTFName
+				local.Programs[pt.name] = ps
 				prog, err := loadWithMaps(local, pt.name, repl, cache)
 				if err != nil {
 					return progs, links, opts.Kernel.Explain(pt.mode, f.Display(), err)

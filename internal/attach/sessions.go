@@ -59,6 +59,18 @@ func (l *TrampolineLoader) Load(name string, at ebpf.AttachType, target string) 
 	return LoadTrampoline(ps, at, target, l.maps, l.IDs)
 }
 
+// LoadFunc loads program name as attach type at for the one function f,
+// whose link will carry cookie (fentry, fexit, fsession): the program's
+// cookie and argument count immediates set for f (forFunc). The caller
+// must Close the program and link it with the same cookie.
+func (l *TrampolineLoader) LoadFunc(name string, at ebpf.AttachType, f *symbols.Func, cookie uint64) (*ebpf.Program, error) {
+	ps := l.spec.Programs[name]
+	if ps == nil {
+		return nil, fmt.Errorf("BPF object lacks program %s", name)
+	}
+	return LoadTrampoline(forFunc(ps, f, cookie), at, f.BTFName, l.maps, l.IDs)
+}
+
 // Map returns the collection's map name.
 func (l *TrampolineLoader) Map(name string) *ebpf.Map { return l.maps[name] }
 
@@ -101,7 +113,7 @@ func (t *Tracer) openFSession(spec *ebpf.CollectionSpec, repl map[string]*ebpf.M
 				}
 				return entryOnly(f)
 			}
-			prog, err := ld.Load("ftp_fsession", AttachTraceFSession, f.BTFName)
+			prog, err := ld.LoadFunc("ftp_fsession", AttachTraceFSession, f, opts.cookie(f))
 			if err != nil {
 				return nil, nil, opts.Kernel.Explain("fsession", f.Display(), err)
 			}
@@ -240,7 +252,9 @@ func fentryOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Optio
 	local := spec.Copy()
 	cache := opts.BTF
 	return func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
-		local.Programs["ftp_fentry"].AttachTo = f.BTFName
+		ps := forFunc(spec.Programs["ftp_fentry"], f, opts.cookie(f))
+		ps.AttachTo = f.BTFName
+		local.Programs["ftp_fentry"] = ps
 		prog, err := loadWithMaps(local, "ftp_fentry", repl, cache)
 		if err != nil {
 			return nil, nil, opts.Kernel.Explain("fentry", f.Display()+" (entry only: "+f.EntryOnly+")", err)

@@ -1,0 +1,68 @@
+package attach
+
+import (
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+// fnSlotsAny is bpf/trace.bpf.c's FTP_FN_SLOTS_ANY ("ftp_slot"): the
+// 64-bit immediate fn_slots() loads, which forFunc replaces by the number
+// of argument registers of the function a trampoline program is loaded
+// for. A program that keeps it reads the arguments through
+// bpf_get_func_arg.
+const fnSlotsAny = 0x746f6c735f707466
+
+// fnCookieAny is bpf/trace.bpf.c's FTP_FN_COOKIE_ANY ("f_cookie"): the
+// 64-bit immediate tramp_cookie() loads, which forFunc replaces by the
+// attach cookie of the function a trampoline program is loaded for. A
+// program that keeps it calls bpf_get_attach_cookie.
+const fnCookieAny = 0x65696b6f6f635f66
+
+// maxArgs is FTP_MAX_ARGS: the arguments a record carries.
+const maxArgs = 6
+
+// FuncSlots returns the number of argument registers (at most 6) the
+// trampoline programs may read straight from their ctx for f, and false
+// when its prototype does not say: no BTF prototype, a compiler copy, a
+// struct passed by value (one parameter in one or two registers: the
+// kernel's btf_ctx_access counts registers, the records count
+// parameters) or variadic. The verifier checks each ctx read against the
+// same BTF prototype (kernel/bpf/btf.c, btf_ctx_access), so a count from
+// it cannot read past the function's arguments.
+func FuncSlots(f *symbols.Func) (uint64, bool) {
+	if f == nil || f.Proto == nil || f.ProtoErr != "" || f.Proto.StructByValue != "" || f.Proto.Varargs {
+		return 0, false
+	}
+	return uint64(min(len(f.Proto.Params), maxArgs)), true
+}
+
+// forFunc returns a copy of ps for the one function f its link will
+// carry cookie for: every tramp_cookie() immediate set to cookie, and
+// every fn_slots() immediate to FuncSlots(f) when f has one (the lean and
+// filter objects' fentry and fsession programs). A program without them
+// is copied unchanged. The caller sets AttachTo on the copy and must link
+// it with the same cookie.
+func forFunc(ps *ebpf.ProgramSpec, f *symbols.Func, cookie uint64) *ebpf.ProgramSpec {
+	c := ps.Copy()
+	patchImm(c.Instructions, fnCookieAny, cookie)
+	if n, ok := FuncSlots(f); ok {
+		patchImm(c.Instructions, fnSlotsAny, n)
+	}
+	return c
+}
+
+// patchImm sets every plain 64-bit immediate load of magic in insns to v,
+// in place, and returns how many it set.
+func patchImm(insns asm.Instructions, magic, v uint64) int {
+	set := 0
+	for i := range insns {
+		ins := &insns[i]
+		if ins.OpCode.IsDWordLoad() && ins.Src == asm.R0 && uint64(ins.Constant) == magic {
+			ins.Constant = int64(v)
+			set++
+		}
+	}
+	return set
+}

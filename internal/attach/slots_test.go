@@ -1,0 +1,115 @@
+package attach
+
+import (
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+func params(n int) []symbols.Param {
+	ps := make([]symbols.Param, n)
+	for i := range ps {
+		ps[i] = symbols.Param{Name: "a", Type: "long", Kind: symbols.ArgInt, Size: 8}
+	}
+	return ps
+}
+
+func TestFuncSlots(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    *symbols.Func
+		want uint64
+		ok   bool
+	}{
+		{"no args", &symbols.Func{Proto: &symbols.Proto{}}, 0, true},
+		{"four", &symbols.Func{Proto: &symbols.Proto{Params: params(4)}}, 4, true},
+		{"twelve: six read", &symbols.Func{Proto: &symbols.Proto{Params: params(12)}}, 6, true},
+		{"no BTF", &symbols.Func{ProtoErr: "no kernel BTF"}, 0, false},
+		{"compiler copy", &symbols.Func{Proto: &symbols.Proto{Params: params(2)}, ProtoErr: "compiler copy f.isra.0"}, 0, false},
+		{"struct by value", &symbols.Func{Proto: &symbols.Proto{Params: params(2), StructByValue: "q"}}, 0, false},
+		{"variadic", &symbols.Func{Proto: &symbols.Proto{Params: params(2), Varargs: true}}, 0, false},
+	} {
+		n, ok := FuncSlots(c.f)
+		assert.Equal(t, c.ok, ok, c.name)
+		assert.Equal(t, c.want, n, c.name)
+	}
+}
+
+// countImm counts the plain 64-bit immediate loads of v in ps.
+func countImm(ps *ebpf.ProgramSpec, v uint64) int {
+	n := 0
+	for _, ins := range ps.Instructions {
+		if ins.OpCode.IsDWordLoad() && ins.Src == 0 && uint64(ins.Constant) == v {
+			n++
+		}
+	}
+	return n
+}
+
+// slotImms counts the fn_slots() immediates (FTP_FN_SLOTS_ANY) in each
+// program of spec.
+func slotImms(spec *ebpf.CollectionSpec) map[string]int {
+	out := map[string]int{}
+	for name, ps := range spec.Programs {
+		for _, ins := range ps.Instructions {
+			if ins.OpCode.IsDWordLoad() && uint64(ins.Constant) == fnSlotsAny {
+				out[name]++
+			}
+		}
+	}
+	return out
+}
+
+// TestSlotsInLeanObject: the lean and filter objects' per-function entry
+// programs (fentry, fsession) read fn_slots(), and only they (the multi
+// programs keep it unpatched); the general and stat objects, where the
+// arguments meet --arg and entry --filter arithmetic, have none. forFunc
+// sets it to the function's count on a copy and leaves the spec and the
+// programs of functions without a usable prototype alone.
+func TestSlotsInLeanObject(t *testing.T) {
+	lean, err := bpfobj.LoadTraceLean()
+	require.NoError(t, err)
+	filter, err := bpfobj.LoadTraceFilter()
+	require.NoError(t, err)
+	for _, spec := range []*ebpf.CollectionSpec{lean, filter} {
+		imms := slotImms(spec)
+		assert.Equal(t, 1, imms["ftp_fentry"], "ftp_fentry")
+		assert.Equal(t, 1, imms["ftp_fsession"], "ftp_fsession")
+		for name, n := range imms {
+			if name != "ftp_fentry" && name != "ftp_fsession" && name != "ftp_fentry_multi" && name != "ftp_fsession_multi" {
+				assert.Zero(t, n, "%s reads fn_slots(): only trampoline entry programs may", name)
+			}
+		}
+	}
+	for _, load := range []func() (*ebpf.CollectionSpec, error){bpfobj.LoadTrace, bpfobj.LoadTraceStat} {
+		spec, err := load()
+		require.NoError(t, err)
+		for name, n := range slotImms(spec) {
+			assert.Zero(t, n, "%s of the general or stat object: its arguments may meet --arg arithmetic", name)
+		}
+	}
+
+	ps := lean.Programs["ftp_fentry"]
+	three := &symbols.Func{Proto: &symbols.Proto{Params: params(3)}}
+	c := forFunc(ps, three, 0x0000_0508_0000_0007)
+	var got []int64
+	for _, ins := range c.Instructions {
+		if ins.OpCode.IsDWordLoad() && ins.Src == 0 && (ins.Constant == 3 || uint64(ins.Constant) == fnSlotsAny) {
+			got = append(got, ins.Constant)
+		}
+	}
+	assert.Equal(t, []int64{3}, got, "the copy reads 3")
+	assert.Equal(t, 1, slotImms(lean)["ftp_fentry"], "the spec keeps its immediate")
+	reads := countImm(ps, fnCookieAny)
+	assert.Positive(t, reads, "ftp_fentry reads tramp_cookie()")
+	assert.Equal(t, reads, countImm(c, 0x0000_0508_0000_0007), "the copy carries its link's cookie")
+	assert.Zero(t, countImm(c, fnCookieAny), "no bpf_get_attach_cookie left")
+	assert.Equal(t, reads, countImm(ps, fnCookieAny), "the spec keeps its cookie immediates")
+	c = forFunc(ps, &symbols.Func{ProtoErr: "no kernel BTF"}, 9)
+	assert.Equal(t, 1, slotImms(&ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"p": c}})["p"], "no prototype: bpf_get_func_arg")
+}
