@@ -802,24 +802,6 @@ static __always_inline __attribute__((unused)) __u64 fn_slots(void)
 	return v;
 }
 
-/* tramp_cookie: the attach cookie of a trampoline program. In a program
- * loaded for one function (fentry, fexit, fsession) the 64-bit immediate
- * FTP_FN_COOKIE_ANY is replaced by the cookie its link carries
- * (attach.forFunc): no helper call reads it, and the verifier, which then
- * knows the function's flags, removes the branches they decide (return
- * type, entry only, window, predicate). Left as it is (the multi links),
- * bpf_get_attach_cookie. The constant cannot be a cookie: its bits 40-47,
- * the return type's size, read 0x6b. */
-#define FTP_FN_COOKIE_ANY 0x65696b6f6f635f66ULL /* "f_cookie" */
-static __always_inline __u64 tramp_cookie(void *ctx)
-{
-	__u64 v;
-	asm volatile("%[v] = %[m] ll" : [v] "=r"(v) : [m] "i"(FTP_FN_COOKIE_ANY));
-	if (v == FTP_FN_COOKIE_ANY)
-		v = bpf_get_attach_cookie(ctx);
-	return v;
-}
-
 /* frames returns the current thread's frame stack, created (zeroed) when
  * create is set. Task storage unless frames_in_hash (frozen: the verifier
  * sees one branch). */
@@ -1410,7 +1392,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	struct tstack *st = 0;
 	__u64 cookie = 0;
 	if (window)
-		cookie = regs ? bpf_get_attach_cookie(ctx) : tramp_cookie(ctx);
+		cookie = bpf_get_attach_cookie(ctx);
 	if (window && !((cookie >> 32) & FTP_FN_WINDOW_ENTRY)) {
 		/* --entry: a call outside every window was rejected at entry
 		 * (counted there) and pushed no frame: return before any other
@@ -1431,7 +1413,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	/* The cookie (without --entry) and the return value only now: a
 	 * rejected call's exit has returned above without fetching them. */
 	if (!window)
-		cookie = regs ? bpf_get_attach_cookie(ctx) : tramp_cookie(ctx);
+		cookie = bpf_get_attach_cookie(ctx);
 	if (x_entry && !regs && !session && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI)) {
 		/* An entry predicate on argument registers only: the fexit
 		 * has the same registers and decides again, so a rejected
@@ -1646,7 +1628,7 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 	__u64 pid_tgid;
 	if (!admit(&pid_tgid))
 		return 1;
-	__u64 cookie = tramp_cookie(ctx);
+	__u64 cookie = bpf_get_attach_cookie(ctx);
 	if (outside_window(pid_tgid, cookie))
 		return 1;
 #if defined(FTP_LEAN) || defined(FTP_FILTER)
@@ -1744,7 +1726,7 @@ static __always_inline int session_agg(void *ctx, __u64 *ts, int ret_run, int re
 				return 1;
 		}
 		if (x_entry) {
-			struct xprog *xp = xprog_of((__u32)(regs ? bpf_get_attach_cookie(ctx) : tramp_cookie(ctx)));
+			struct xprog *xp = xprog_of((__u32)bpf_get_attach_cookie(ctx));
 			if (xp && xp->pentry) {
 				__u64 args[FTP_MAX_ARGS] = {};
 				if (regs) {
@@ -1772,7 +1754,7 @@ static __always_inline int session_agg(void *ctx, __u64 *ts, int ret_run, int re
 		return 0; /* rejected at entry */
 	__u64 dur = bpf_ktime_get_ns() - *ts;
 	count(FTP_STAT_EXIT_HITS);
-	__u64 cookie = regs ? bpf_get_attach_cookie(ctx) : tramp_cookie(ctx);
+	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u64 raw = 0;
 	if (regs)
 		raw = FTP_RET((struct pt_regs *)ctx);

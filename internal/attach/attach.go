@@ -454,7 +454,7 @@ func (t *Tracer) verifyOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 				if n == "ftp_fexit" && f.EntryOnly != "" {
 					break
 				}
-				ps := forFunc(spec.Programs[n], f, opts.cookie(f))
+				ps := forFunc(spec.Programs[n], f)
 				ps.AttachTo = f.BTFName
 				local.Programs[n] = ps
 				p, err := loadWithMaps(local, n, repl, cache)
@@ -490,7 +490,7 @@ func (t *Tracer) verifyOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 					}
 					continue
 				}
-				p, err := ld.LoadFunc("ftp_fsession", AttachTraceFSession, f, opts.cookie(f))
+				p, err := ld.LoadFunc("ftp_fsession", AttachTraceFSession, f)
 				if err != nil {
 					return opts.Kernel.Explain(mode, f.Display(), err)
 				}
@@ -714,7 +714,7 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 				// arrives then returns "without entry" only if it
 				// started before the entry probe, which is counted
 				// as in flight, not as a loss.
-				ps := forFunc(spec.Programs[pt.name], f, opts.cookie(f))
+				ps := forFunc(spec.Programs[pt.name], f)
 				ps.AttachTo = f.BTFName
 				local.Programs[pt.name] = ps
 				prog, err := loadWithMaps(local, pt.name, repl, cache)

@@ -59,16 +59,15 @@ func (l *TrampolineLoader) Load(name string, at ebpf.AttachType, target string) 
 	return LoadTrampoline(ps, at, target, l.maps, l.IDs)
 }
 
-// LoadFunc loads program name as attach type at for the one function f,
-// whose link will carry cookie (fentry, fexit, fsession): the program's
-// cookie and argument count immediates set for f (forFunc). The caller
-// must Close the program and link it with the same cookie.
-func (l *TrampolineLoader) LoadFunc(name string, at ebpf.AttachType, f *symbols.Func, cookie uint64) (*ebpf.Program, error) {
+// LoadFunc loads program name as attach type at for the one function f
+// (fentry, fexit, fsession), its argument count immediate set from f's
+// prototype (forFunc). The caller must Close the program.
+func (l *TrampolineLoader) LoadFunc(name string, at ebpf.AttachType, f *symbols.Func) (*ebpf.Program, error) {
 	ps := l.spec.Programs[name]
 	if ps == nil {
 		return nil, fmt.Errorf("BPF object lacks program %s", name)
 	}
-	return LoadTrampoline(forFunc(ps, f, cookie), at, f.BTFName, l.maps, l.IDs)
+	return LoadTrampoline(forFunc(ps, f), at, f.BTFName, l.maps, l.IDs)
 }
 
 // Map returns the collection's map name.
@@ -113,7 +112,7 @@ func (t *Tracer) openFSession(spec *ebpf.CollectionSpec, repl map[string]*ebpf.M
 				}
 				return entryOnly(f)
 			}
-			prog, err := ld.LoadFunc("ftp_fsession", AttachTraceFSession, f, opts.cookie(f))
+			prog, err := ld.LoadFunc("ftp_fsession", AttachTraceFSession, f)
 			if err != nil {
 				return nil, nil, opts.Kernel.Explain("fsession", f.Display(), err)
 			}
@@ -252,7 +251,7 @@ func fentryOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Optio
 	local := spec.Copy()
 	cache := opts.BTF
 	return func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
-		ps := forFunc(spec.Programs["ftp_fentry"], f, opts.cookie(f))
+		ps := forFunc(spec.Programs["ftp_fentry"], f)
 		ps.AttachTo = f.BTFName
 		local.Programs["ftp_fentry"] = ps
 		prog, err := loadWithMaps(local, "ftp_fentry", repl, cache)

@@ -14,12 +14,6 @@ import (
 // bpf_get_func_arg.
 const fnSlotsAny = 0x746f6c735f707466
 
-// fnCookieAny is bpf/trace.bpf.c's FTP_FN_COOKIE_ANY ("f_cookie"): the
-// 64-bit immediate tramp_cookie() loads, which forFunc replaces by the
-// attach cookie of the function a trampoline program is loaded for. A
-// program that keeps it calls bpf_get_attach_cookie.
-const fnCookieAny = 0x65696b6f6f635f66
-
 // maxArgs is FTP_MAX_ARGS: the arguments a record carries.
 const maxArgs = 6
 
@@ -38,15 +32,12 @@ func FuncSlots(f *symbols.Func) (uint64, bool) {
 	return uint64(min(len(f.Proto.Params), maxArgs)), true
 }
 
-// forFunc returns a copy of ps for the one function f its link will
-// carry cookie for: every tramp_cookie() immediate set to cookie, and
-// every fn_slots() immediate to FuncSlots(f) when f has one (the lean and
-// filter objects' fentry and fsession programs). A program without them
-// is copied unchanged. The caller sets AttachTo on the copy and must link
-// it with the same cookie.
-func forFunc(ps *ebpf.ProgramSpec, f *symbols.Func, cookie uint64) *ebpf.ProgramSpec {
+// forFunc returns a copy of ps for the one function f: every fn_slots()
+// immediate set to FuncSlots(f) when f has one (the lean and filter
+// objects' fentry and fsession programs). A program without one is
+// copied unchanged. The caller sets AttachTo on the copy.
+func forFunc(ps *ebpf.ProgramSpec, f *symbols.Func) *ebpf.ProgramSpec {
 	c := ps.Copy()
-	patchImm(c.Instructions, fnCookieAny, cookie)
 	if n, ok := FuncSlots(f); ok {
 		patchImm(c.Instructions, fnSlotsAny, n)
 	}
