@@ -454,10 +454,10 @@ func (t *Tracer) verifyOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 				if n == "ftp_fexit" && f.EntryOnly != "" {
 					break
 				}
-				ps := forFunc(spec.Programs[n], f)
-				ps.AttachTo = f.BTFName
-				local.Programs[n] = ps
-				p, err := loadWithMaps(local, n, repl, cache)
+				p, err := loadForFunc(spec.Programs[n], f, func(ps *ebpf.ProgramSpec) (*ebpf.Program, error) {
+					local.Programs[n] = ps
+					return loadWithMaps(local, n, repl, cache)
+				})
 				if err != nil {
 					return opts.Kernel.Explain(strings.TrimPrefix(n, "ftp_"), f.Display(), err)
 				}
@@ -714,10 +714,10 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 				// arrives then returns "without entry" only if it
 				// started before the entry probe, which is counted
 				// as in flight, not as a loss.
-				ps := forFunc(spec.Programs[pt.name], f)
-				ps.AttachTo = f.BTFName
-				local.Programs[pt.name] = ps
-				prog, err := loadWithMaps(local, pt.name, repl, cache)
+				prog, err := loadForFunc(spec.Programs[pt.name], f, func(ps *ebpf.ProgramSpec) (*ebpf.Program, error) {
+					local.Programs[pt.name] = ps
+					return loadWithMaps(local, pt.name, repl, cache)
+				})
 				if err != nil {
 					return progs, links, opts.Kernel.Explain(pt.mode, f.Display(), err)
 				}

@@ -61,13 +61,16 @@ func (l *TrampolineLoader) Load(name string, at ebpf.AttachType, target string) 
 
 // LoadFunc loads program name as attach type at for the one function f
 // (fentry, fexit, fsession), its argument count immediate set from f's
-// prototype (forFunc). The caller must Close the program.
+// prototype where the kernel takes it (loadForFunc). The caller must
+// Close the program.
 func (l *TrampolineLoader) LoadFunc(name string, at ebpf.AttachType, f *symbols.Func) (*ebpf.Program, error) {
 	ps := l.spec.Programs[name]
 	if ps == nil {
 		return nil, fmt.Errorf("BPF object lacks program %s", name)
 	}
-	return LoadTrampoline(forFunc(ps, f), at, f.BTFName, l.maps, l.IDs)
+	return loadForFunc(ps, f, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
+		return LoadTrampoline(c, at, f.BTFName, l.maps, l.IDs)
+	})
 }
 
 // Map returns the collection's map name.
@@ -251,10 +254,10 @@ func fentryOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Optio
 	local := spec.Copy()
 	cache := opts.BTF
 	return func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
-		ps := forFunc(spec.Programs["ftp_fentry"], f)
-		ps.AttachTo = f.BTFName
-		local.Programs["ftp_fentry"] = ps
-		prog, err := loadWithMaps(local, "ftp_fentry", repl, cache)
+		prog, err := loadForFunc(spec.Programs["ftp_fentry"], f, func(ps *ebpf.ProgramSpec) (*ebpf.Program, error) {
+			local.Programs["ftp_fentry"] = ps
+			return loadWithMaps(local, "ftp_fentry", repl, cache)
+		})
 		if err != nil {
 			return nil, nil, opts.Kernel.Explain("fentry", f.Display()+" (entry only: "+f.EntryOnly+")", err)
 		}

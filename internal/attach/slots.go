@@ -25,11 +25,53 @@ const maxArgs = 6
 // parameters) or variadic. The verifier checks each ctx read against the
 // same BTF prototype (kernel/bpf/btf.c, btf_ctx_access), so a count from
 // it cannot read past the function's arguments.
+//
+// Each of those parameters must also be one every supported kernel's
+// btf_ctx_access reads (symbols.Param.CtxScalar): 6.12 refuses a direct
+// read of a pointer to a pointer or to a function (ip_make_skb's getfrag,
+// "invalid bpf_context access off=16 size=8", TestWideFunctions), which
+// 7.3 allows. A kernel that refuses one all the same gets the program as
+// compiled (loadForFunc).
 func FuncSlots(f *symbols.Func) (uint64, bool) {
 	if f == nil || f.Proto == nil || f.ProtoErr != "" || f.Proto.StructByValue != "" || f.Proto.Varargs {
 		return 0, false
 	}
-	return uint64(min(len(f.Proto.Params), maxArgs)), true
+	n := min(len(f.Proto.Params), maxArgs)
+	for _, p := range f.Proto.Params[:n] {
+		if !p.CtxScalar {
+			return 0, false
+		}
+	}
+	return uint64(n), true
+}
+
+// loadForFunc loads ps for the one function f through load, which gets
+// the copy to load (AttachTo set to f's BTF name): with f's argument
+// count patched in (forFunc) when it has one, and again as compiled
+// (bpf_get_func_arg) when the kernel refuses that: the kernel, not
+// FuncSlots's reading of btf_ctx_access, decides. The error is the last
+// load's.
+func loadForFunc(ps *ebpf.ProgramSpec, f *symbols.Func, load func(*ebpf.ProgramSpec) (*ebpf.Program, error)) (*ebpf.Program, error) {
+	c := forFunc(ps, f)
+	c.AttachTo = f.BTFName
+	p, err := load(c)
+	if err == nil || countImm(c.Instructions, fnSlotsAny) == countImm(ps.Instructions, fnSlotsAny) {
+		return p, err // loaded, or nothing was patched
+	}
+	c = ps.Copy()
+	c.AttachTo = f.BTFName
+	return load(c)
+}
+
+// countImm counts the plain 64-bit immediate loads of v in insns.
+func countImm(insns asm.Instructions, v uint64) int {
+	n := 0
+	for _, ins := range insns {
+		if ins.OpCode.IsDWordLoad() && ins.Src == asm.R0 && uint64(ins.Constant) == v {
+			n++
+		}
+	}
+	return n
 }
 
 // forFunc returns a copy of ps for the one function f: every fn_slots()

@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -14,7 +15,7 @@ import (
 func params(n int) []symbols.Param {
 	ps := make([]symbols.Param, n)
 	for i := range ps {
-		ps[i] = symbols.Param{Name: "a", Type: "long", Kind: symbols.ArgInt, Size: 8}
+		ps[i] = symbols.Param{Name: "a", Type: "long", Kind: symbols.ArgInt, Size: 8, CtxScalar: true}
 	}
 	return ps
 }
@@ -38,17 +39,6 @@ func TestFuncSlots(t *testing.T) {
 		assert.Equal(t, c.ok, ok, c.name)
 		assert.Equal(t, c.want, n, c.name)
 	}
-}
-
-// countImm counts the plain 64-bit immediate loads of v in ps.
-func countImm(ps *ebpf.ProgramSpec, v uint64) int {
-	n := 0
-	for _, ins := range ps.Instructions {
-		if ins.OpCode.IsDWordLoad() && ins.Src == 0 && uint64(ins.Constant) == v {
-			n++
-		}
-	}
-	return n
 }
 
 // slotImms counts the fn_slots() immediates (FTP_FN_SLOTS_ANY) in each
@@ -104,7 +94,42 @@ func TestSlotsInLeanObject(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []int64{3}, got, "the copy reads 3")
-	assert.Equal(t, 1, countImm(ps, fnSlotsAny), "the spec keeps its immediate")
+	assert.Equal(t, 1, countImm(ps.Instructions, fnSlotsAny), "the spec keeps its immediate")
 	c = forFunc(ps, &symbols.Func{ProtoErr: "no kernel BTF"})
-	assert.Equal(t, 1, countImm(c, fnSlotsAny), "no prototype: bpf_get_func_arg")
+	assert.Equal(t, 1, countImm(c.Instructions, fnSlotsAny), "no prototype: bpf_get_func_arg")
+}
+
+// TestLoadForFuncFallback: a kernel that refuses the program with the
+// argument count patched in gets it as compiled; a failure without a
+// patch is not retried; a function without a usable prototype is loaded
+// once, unpatched.
+func TestLoadForFuncFallback(t *testing.T) {
+	lean, err := bpfobj.LoadTraceLean()
+	require.NoError(t, err)
+	ps := lean.Programs["ftp_fentry"]
+	f := &symbols.Func{Name: "ip_make_skb", BTFName: "ip_make_skb", Proto: &symbols.Proto{Params: params(4)}}
+
+	var seen []int // patched immediates left per load: 0 = patched
+	refusePatched := func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
+		assert.Equal(t, "ip_make_skb", c.AttachTo)
+		left := countImm(c.Instructions, fnSlotsAny)
+		seen = append(seen, left)
+		if left == 0 {
+			return nil, errors.New("invalid bpf_context access off=16 size=8")
+		}
+		return &ebpf.Program{}, nil
+	}
+	p, err := loadForFunc(ps, f, refusePatched)
+	require.NoError(t, err)
+	assert.NotNil(t, p)
+	assert.Equal(t, []int{0, 1}, seen, "patched first, then as compiled")
+
+	seen = nil
+	noProto := &symbols.Func{Name: "x", BTFName: "x", ProtoErr: "no kernel BTF"}
+	_, err = loadForFunc(ps, noProto, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
+		seen = append(seen, countImm(c.Instructions, fnSlotsAny))
+		return nil, errors.New("refused")
+	})
+	assert.EqualError(t, err, "refused")
+	assert.Equal(t, []int{1}, seen, "unpatched: one load, its error")
 }

@@ -234,6 +234,14 @@ type Param struct {
 	// Enum holds the constants of an enum parameter (ArgEnum), so values
 	// print by name.
 	Enum []EnumValue
+	// CtxScalar is true when every kernel ftprobe supports (6.1 and
+	// later) lets a trampoline program read this parameter straight
+	// from its ctx: an integer, enum or bool, or a pointer to a struct,
+	// a union, an integer (qualifiers and typedefs skipped) or plain
+	// void. Older kernels' btf_ctx_access (kernel/bpf/btf.c) refuses the
+	// others, e.g. pointers to pointers, to functions, to enums or to
+	// const void ("invalid bpf_context access" on 6.12).
+	CtxScalar bool
 }
 
 // EnumValue is one enum constant. Value is the constant's bits as BTF
@@ -299,6 +307,7 @@ func ProtoFromBTF(fn *btf.Func) (*Proto, error) {
 		}
 		q := Param{Name: prm.Name, Type: cType(prm.Type)}
 		q.Kind, q.Size = classify(prm.Type)
+		q.CtxScalar = ctxReadable(prm.Type)
 		if en, ok := btf.UnderlyingType(prm.Type).(*btf.Enum); ok {
 			for _, v := range en.Values {
 				q.Enum = append(q.Enum, EnumValue{v.Name, v.Value})
@@ -325,6 +334,30 @@ func ProtoFromBTF(fn *btf.Func) (*Proto, error) {
 		p.RetKind = RetLong
 	}
 	return p, nil
+}
+
+// ctxReadable reports whether a parameter of type t is one the
+// verifier of every supported kernel lets a tracing program load from
+// its ctx (btf_ctx_access: an integer or enum, a pointer to plain void,
+// a pointer to an integer after modifiers, a pointer to a struct or
+// union). A struct by value is not (it may fill two registers). See
+// Param.CtxScalar.
+func ctxReadable(t btf.Type) bool {
+	switch u := btf.UnderlyingType(t).(type) {
+	case *btf.Int:
+		return u.Size <= 8
+	case *btf.Enum:
+		return true
+	case *btf.Pointer:
+		if _, ok := u.Target.(*btf.Void); ok || u.Target == nil {
+			return true // plain void *: const void * only since 6.15-ish
+		}
+		switch btf.UnderlyingType(u.Target).(type) { // qualifiers and typedefs skipped
+		case *btf.Int, *btf.Struct, *btf.Union:
+			return true
+		}
+	}
+	return false
 }
 
 func isVoid(t btf.Type) bool {
