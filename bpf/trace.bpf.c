@@ -519,6 +519,9 @@ FTP_SETTING(__u8, want_events, 1, 1, 1, 0);    /* stream records */
 FTP_SETTING(__u8, want_agg, 0, 0, 0, 1);       /* aggregate per function in aggs/errs */
 FTP_SETTING(__u8, frames_in_hash, 0, 0, 0, FTP_VAR); /* no task storage for this program type */
 volatile const __u32 wakeup_bytes = 1 << 20; /* force a wakeup above this much unread data */
+/* Some traced function is entry only (FTP_FN_ENTRY_ONLY): the stat path
+ * of kprobe.session then reads the cookie at entry (session_agg). */
+volatile const __u8 entry_only_funcs = 0;
 FTP_SETTING(__u8, x_entry, 0, 0, FTP_VAR, FTP_VAR); /* some function has a --filter part decided at entry */
 FTP_SETTING(__u8, x_exit, 0, 0, FTP_VAR, FTP_VAR);  /* some function has a --filter part on ret (decided at exit) */
 FTP_SETTING(__u8, x_vals, 0, 0, 0, 0);  /* some function has --arg values */
@@ -791,8 +794,11 @@ static __always_inline void fetch_args(void *ctx, __u64 *args, __u64 n, __u32 fr
  * through bpf_get_func_arg. The lean and filter objects only, without an
  * entry predicate: a direct ctx read gives a struct pointer its BTF type,
  * which copying tolerates (to frames, records) but not the arithmetic of
- * an entry --filter or --arg; read back from a frame at exit it is a plain
- * value again. 65 instructions fewer per fentry+fexit and fsession trace
+ * an entry --filter or --arg (nor --strings, which compares and adds to
+ * it); read back from a frame at exit it is a plain value again. The
+ * parameters user space patches a count for are those every supported
+ * kernel's btf_ctx_access reads (attach.FuncSlots); a kernel that refuses
+ * one anyway gets the program unpatched (attach.loadForFunc). 65 instructions fewer per fentry+fexit and fsession trace
  * call on arm64 7.3 (compare, icount, 5 arguments). */
 #define FTP_FN_SLOTS_ANY 0x746f6c735f707466ULL /* "ftp_slot" */
 static __always_inline __attribute__((unused)) __u64 fn_slots(void)
@@ -1366,7 +1372,9 @@ static __always_inline __s64 normalize_ret(__u32 flags, __u64 raw, int *is_err)
 		return (__s64)raw;
 	if (size - 1 < 7) {
 		/* 1-7 bytes: the upper bits cleared or sign-extended by a
-		 * shift pair (a signed narrow integer fails when negative). */
+		 * shift pair (a signed narrow integer fails when negative).
+		 * Sizes 3, 5-7 are small structs returned by value: cut to
+		 * their size too, where the switch before kept 64 bits. */
 		__u32 sh = 64 - 8 * size;
 		if (sign) {
 			__s64 ret = (__s64)(raw << sh) >> sh;
@@ -1633,7 +1641,7 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 		return 1;
 #if defined(FTP_LEAN) || defined(FTP_FILTER)
 	__u64 slots = fn_slots();
-	if (!x_entry && slots <= FTP_MAX_ARGS) {
+	if (!x_entry && !x_vals && !want_strings && !want_stack && !window && slots <= FTP_MAX_ARGS) {
 		/* A program loaded for one function (fentry, fsession): its
 		 * argument registers read straight from the trampoline's ctx,
 		 * as many as it has (the verifier checks each read against the
@@ -1747,6 +1755,15 @@ static __always_inline int session_agg(void *ctx, __u64 *ts, int ret_run, int re
 			}
 		}
 		count(FTP_STAT_ENTRY_HITS);
+		if (regs && entry_only_funcs) {
+			/* kprobe.session attaches the noreturn functions too
+			 * (fsession gives them a plain fentry program): no return
+			 * run will come, so none is asked for, as on_entry does. */
+			if ((bpf_get_attach_cookie(ctx) >> 32) & FTP_FN_ENTRY_ONLY) {
+				count(FTP_STAT_ENTRY_ONLY);
+				return 1;
+			}
+		}
 		*ts = bpf_ktime_get_ns();
 		return 0;
 	}
@@ -1770,8 +1787,8 @@ static __always_inline int session_agg(void *ctx, __u64 *ts, int ret_run, int re
 	return 0;
 }
 
-/* FTP_SESSION_AGG: a use session_agg serves (tables only, no predicate
- * on ret). */
+/* FTP_SESSION_AGG: the settings under which session_agg does the whole
+ * job (tables only, no predicate on ret, no --entry window). */
 #define FTP_SESSION_AGG (!want_events && want_agg && !x_exit && !window)
 
 static __always_inline int session(void *ctx, __u8 mode)

@@ -607,6 +607,7 @@ func settingsOf(opts Options, hashFrames bool) ([]setting, error) {
 		// Wake the reader (which polls every 100 ms anyway) once a
 		// quarter of the ring is unread.
 		{"wakeup_bytes", opts.RingbufSize / 4},
+		{"entry_only_funcs", b2u8(anyEntryOnly(opts.Funcs) || anyEntryOnly(opts.MultiFuncs))},
 	}, nil
 }
 
@@ -1082,6 +1083,17 @@ func (o Options) cookie(f *symbols.Func) uint64 {
 		c |= uint64(FlagWindowEntry) << 32
 	}
 	return c
+}
+
+// anyEntryOnly reports whether fs holds a function traced at entry only
+// (symbols.Func.EntryOnly).
+func anyEntryOnly(fs []*symbols.Func) bool {
+	for _, f := range fs {
+		if f.EntryOnly != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // exitFuncs returns the functions of fs whose exit is hooked: all but the

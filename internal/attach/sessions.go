@@ -60,9 +60,10 @@ func (l *TrampolineLoader) Load(name string, at ebpf.AttachType, target string) 
 }
 
 // LoadFunc loads program name as attach type at for the one function f
-// (fentry, fexit, fsession), its argument count immediate set from f's
-// prototype where the kernel takes it (loadForFunc). The caller must
-// Close the program.
+// (fentry and fexit since 5.5, fsession since 7.0), its argument count
+// immediate set from f's prototype where the kernel takes it
+// (loadForFunc). Errors are the kernel's, wrapped (a verifier refusal as
+// *ebpf.VerifierError). The caller must Close the program.
 func (l *TrampolineLoader) LoadFunc(name string, at ebpf.AttachType, f *symbols.Func) (*ebpf.Program, error) {
 	ps := l.spec.Programs[name]
 	if ps == nil {

@@ -1,6 +1,8 @@
 package attach
 
 import (
+	"errors"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
@@ -14,11 +16,9 @@ import (
 // bpf_get_func_arg.
 const fnSlotsAny = 0x746f6c735f707466
 
-// maxArgs is FTP_MAX_ARGS: the arguments a record carries.
-const maxArgs = 6
-
-// FuncSlots returns the number of argument registers (at most 6) the
-// trampoline programs may read straight from their ctx for f, and false
+// FuncSlots returns the number of argument registers (at most MaxArgs)
+// the trampoline programs loaded for f alone (fentry, fexit: 5.5;
+// fsession: 7.0) may read straight from their ctx, and false
 // when its prototype does not say: no BTF prototype, a compiler copy, a
 // struct passed by value (one parameter in one or two registers: the
 // kernel's btf_ctx_access counts registers, the records count
@@ -36,7 +36,7 @@ func FuncSlots(f *symbols.Func) (uint64, bool) {
 	if f == nil || f.Proto == nil || f.ProtoErr != "" || f.Proto.StructByValue != "" || f.Proto.Varargs {
 		return 0, false
 	}
-	n := min(len(f.Proto.Params), maxArgs)
+	n := min(len(f.Proto.Params), MaxArgs)
 	for _, p := range f.Proto.Params[:n] {
 		if !p.CtxScalar {
 			return 0, false
@@ -48,15 +48,18 @@ func FuncSlots(f *symbols.Func) (uint64, bool) {
 // loadForFunc loads ps for the one function f through load, which gets
 // the copy to load (AttachTo set to f's BTF name): with f's argument
 // count patched in (forFunc) when it has one, and again as compiled
-// (bpf_get_func_arg) when the kernel refuses that: the kernel, not
-// FuncSlots's reading of btf_ctx_access, decides. The error is the last
-// load's.
+// (bpf_get_func_arg) when the verifier refuses that (an
+// *ebpf.VerifierError): the kernel, not FuncSlots's reading of
+// btf_ctx_access, decides. Other errors (EPERM, a missing target) are
+// returned at once. The error is the last load's; the caller must Close
+// the program.
 func loadForFunc(ps *ebpf.ProgramSpec, f *symbols.Func, load func(*ebpf.ProgramSpec) (*ebpf.Program, error)) (*ebpf.Program, error) {
 	c := forFunc(ps, f)
 	c.AttachTo = f.BTFName
 	p, err := load(c)
-	if err == nil || countImm(c.Instructions, fnSlotsAny) == countImm(ps.Instructions, fnSlotsAny) {
-		return p, err // loaded, or nothing was patched
+	var ve *ebpf.VerifierError
+	if err == nil || !errors.As(err, &ve) || countImm(c.Instructions, fnSlotsAny) == countImm(ps.Instructions, fnSlotsAny) {
+		return p, err // loaded, not the verifier's refusal, or nothing was patched
 	}
 	c = ps.Copy()
 	c.AttachTo = f.BTFName

@@ -2,6 +2,7 @@ package attach
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -34,6 +35,8 @@ func TestFuncSlots(t *testing.T) {
 		{"compiler copy", &symbols.Func{Proto: &symbols.Proto{Params: params(2)}, ProtoErr: "compiler copy f.isra.0"}, 0, false},
 		{"struct by value", &symbols.Func{Proto: &symbols.Proto{Params: params(2), StructByValue: "q"}}, 0, false},
 		{"variadic", &symbols.Func{Proto: &symbols.Proto{Params: params(2), Varargs: true}}, 0, false},
+		{"ip_make_skb: a function pointer third", &symbols.Func{Proto: &symbols.Proto{Params: append(params(2), symbols.Param{Name: "getfrag", Type: "int (*)(void *, char *, int, int, int, struct sk_buff *)", Kind: symbols.ArgPtr, Size: 8})}}, 0, false},
+		{"a refused seventh parameter is not read", &symbols.Func{Proto: &symbols.Proto{Params: append(params(6), symbols.Param{Name: "rtp", Kind: symbols.ArgPtr, Size: 8})}}, 6, true},
 	} {
 		n, ok := FuncSlots(c.f)
 		assert.Equal(t, c.ok, ok, c.name)
@@ -115,7 +118,7 @@ func TestLoadForFuncFallback(t *testing.T) {
 		left := countImm(c.Instructions, fnSlotsAny)
 		seen = append(seen, left)
 		if left == 0 {
-			return nil, errors.New("invalid bpf_context access off=16 size=8")
+			return nil, fmt.Errorf("load ftp_fentry: %w", &ebpf.VerifierError{Cause: errors.New("permission denied"), Log: []string{"invalid bpf_context access off=16 size=8"}})
 		}
 		return &ebpf.Program{}, nil
 	}
@@ -132,4 +135,12 @@ func TestLoadForFuncFallback(t *testing.T) {
 	})
 	assert.EqualError(t, err, "refused")
 	assert.Equal(t, []int{1}, seen, "unpatched: one load, its error")
+
+	seen = nil
+	_, err = loadForFunc(ps, f, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
+		seen = append(seen, countImm(c.Instructions, fnSlotsAny))
+		return nil, errors.New("operation not permitted")
+	})
+	assert.EqualError(t, err, "operation not permitted")
+	assert.Equal(t, []int{0}, seen, "not the verifier's refusal: not retried")
 }

@@ -274,6 +274,7 @@ const (
 	TraceProgFtpKsession      = "ftp_ksession"
 	TraceProgFtpRename        = "ftp_rename"
 	TraceVarArmed             = "armed"
+	TraceVarEntryOnlyFuncs    = "entry_only_funcs"
 	TraceVarErrorsOnly        = "errors_only"
 	TraceVarFilterComm        = "filter_comm"
 	TraceVarFilterCommLen     = "filter_comm_len"
@@ -394,6 +395,7 @@ type TraceMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceVariableSpecs struct {
 	Armed           *ebpf.VariableSpec `ebpf:"armed"`
+	EntryOnlyFuncs  *ebpf.VariableSpec `ebpf:"entry_only_funcs"`
 	ErrorsOnly      *ebpf.VariableSpec `ebpf:"errors_only"`
 	FilterComm      *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterCommLen   *ebpf.VariableSpec `ebpf:"filter_comm_len"`
@@ -484,6 +486,7 @@ func (m *TraceMaps) Close() error {
 // It can be passed to LoadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceVariables struct {
 	Armed           *ebpf.Variable `ebpf:"armed"`
+	EntryOnlyFuncs  *ebpf.Variable `ebpf:"entry_only_funcs"`
 	ErrorsOnly      *ebpf.Variable `ebpf:"errors_only"`
 	FilterComm      *ebpf.Variable `ebpf:"filter_comm"`
 	FilterCommLen   *ebpf.Variable `ebpf:"filter_comm_len"`

@@ -136,6 +136,7 @@ const (
 	TraceFilterProgFtpKsession         = "ftp_ksession"
 	TraceFilterProgFtpRename           = "ftp_rename"
 	TraceFilterVarArmed                = "armed"
+	TraceFilterVarEntryOnlyFuncs       = "entry_only_funcs"
 	TraceFilterVarErrorsOnly           = "errors_only"
 	TraceFilterVarFilterComm           = "filter_comm"
 	TraceFilterVarFilterCommLen        = "filter_comm_len"
@@ -256,6 +257,7 @@ type TraceFilterMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceFilterVariableSpecs struct {
 	Armed                *ebpf.VariableSpec `ebpf:"armed"`
+	EntryOnlyFuncs       *ebpf.VariableSpec `ebpf:"entry_only_funcs"`
 	ErrorsOnly           *ebpf.VariableSpec `ebpf:"errors_only"`
 	FilterComm           *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterCommLen        *ebpf.VariableSpec `ebpf:"filter_comm_len"`
@@ -346,6 +348,7 @@ func (m *TraceFilterMaps) Close() error {
 // It can be passed to LoadTraceFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceFilterVariables struct {
 	Armed                *ebpf.Variable `ebpf:"armed"`
+	EntryOnlyFuncs       *ebpf.Variable `ebpf:"entry_only_funcs"`
 	ErrorsOnly           *ebpf.Variable `ebpf:"errors_only"`
 	FilterComm           *ebpf.Variable `ebpf:"filter_comm"`
 	FilterCommLen        *ebpf.Variable `ebpf:"filter_comm_len"`

@@ -136,6 +136,7 @@ const (
 	TraceLeanProgFtpKsession          = "ftp_ksession"
 	TraceLeanProgFtpRename            = "ftp_rename"
 	TraceLeanVarArmed                 = "armed"
+	TraceLeanVarEntryOnlyFuncs        = "entry_only_funcs"
 	TraceLeanVarFilterComm            = "filter_comm"
 	TraceLeanVarFilterCommLen         = "filter_comm_len"
 	TraceLeanVarFilterTgid            = "filter_tgid"
@@ -256,6 +257,7 @@ type TraceLeanMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceLeanVariableSpecs struct {
 	Armed                 *ebpf.VariableSpec `ebpf:"armed"`
+	EntryOnlyFuncs        *ebpf.VariableSpec `ebpf:"entry_only_funcs"`
 	FilterComm            *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterCommLen         *ebpf.VariableSpec `ebpf:"filter_comm_len"`
 	FilterTgid            *ebpf.VariableSpec `ebpf:"filter_tgid"`
@@ -346,6 +348,7 @@ func (m *TraceLeanMaps) Close() error {
 // It can be passed to LoadTraceLeanObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceLeanVariables struct {
 	Armed                 *ebpf.Variable `ebpf:"armed"`
+	EntryOnlyFuncs        *ebpf.Variable `ebpf:"entry_only_funcs"`
 	FilterComm            *ebpf.Variable `ebpf:"filter_comm"`
 	FilterCommLen         *ebpf.Variable `ebpf:"filter_comm_len"`
 	FilterTgid            *ebpf.Variable `ebpf:"filter_tgid"`

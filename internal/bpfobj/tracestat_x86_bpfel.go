@@ -136,6 +136,7 @@ const (
 	TraceStatProgFtpKsession        = "ftp_ksession"
 	TraceStatProgFtpRename          = "ftp_rename"
 	TraceStatVarArmed               = "armed"
+	TraceStatVarEntryOnlyFuncs      = "entry_only_funcs"
 	TraceStatVarErrorsOnly          = "errors_only"
 	TraceStatVarFilterComm          = "filter_comm"
 	TraceStatVarFilterCommLen       = "filter_comm_len"
@@ -256,6 +257,7 @@ type TraceStatMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceStatVariableSpecs struct {
 	Armed               *ebpf.VariableSpec `ebpf:"armed"`
+	EntryOnlyFuncs      *ebpf.VariableSpec `ebpf:"entry_only_funcs"`
 	ErrorsOnly          *ebpf.VariableSpec `ebpf:"errors_only"`
 	FilterComm          *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterCommLen       *ebpf.VariableSpec `ebpf:"filter_comm_len"`
@@ -346,6 +348,7 @@ func (m *TraceStatMaps) Close() error {
 // It can be passed to LoadTraceStatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceStatVariables struct {
 	Armed               *ebpf.Variable `ebpf:"armed"`
+	EntryOnlyFuncs      *ebpf.Variable `ebpf:"entry_only_funcs"`
 	ErrorsOnly          *ebpf.Variable `ebpf:"errors_only"`
 	FilterComm          *ebpf.Variable `ebpf:"filter_comm"`
 	FilterCommLen       *ebpf.Variable `ebpf:"filter_comm_len"`

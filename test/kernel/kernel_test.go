@@ -1783,6 +1783,52 @@ func waitThreadGone(t *testing.T, tid int) {
 	}
 }
 
+// TestStatEntryOnly runs `ftprobe stat` on do_group_exit and do_exit
+// (noreturn: traced at entry only) and do_sys_openat2 while a command
+// fails to open a missing file and exits with status 2, in every mode: the status passes
+// through, the open's failure is in the table, and no entry of a function
+// that never returns is left counted as a call in flight. kprobe.session
+// keeps a stat call's timestamp in the session cookie and must not ask
+// for a return run that will not come (session 13's review).
+func TestStatEntryOnly(t *testing.T) {
+	e := lab(t)
+	bin := ftprobeBinary(t)
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			needMode(t, e, mode)
+			cmd := exec.Command(bin, "stat", "-v", "--mode", mode, "--output", "json", "do_group_exit", "do_exit", "do_sys_openat2", "--",
+				bin, "workload", "open", "--path", "/no/such/file")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			t.Logf("stderr:\n%s", stderr.String())
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "the command's status passes through")
+			require.Equal(t, 2, ee.ExitCode())
+			var final map[string]any
+			for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+				if m := decodeLine(t, l); m["final"] == true {
+					final = m
+				}
+			}
+			require.NotNil(t, final, "the final table: %s", stdout.String())
+			var open map[string]any
+			for _, f := range final["functions"].([]any) {
+				if m := f.(map[string]any); m["function"] == "do_sys_openat2" {
+					open = m
+				}
+			}
+			require.NotNil(t, open, "do_sys_openat2's row")
+			assert.GreaterOrEqual(t, num(open["errors"]), int64(1), "the failed open")
+			assert.GreaterOrEqual(t, num(open["errnos"].(map[string]any)["ENOENT"]), int64(1))
+			assert.Contains(t, stderr.String(), "entry only: do_exit, do_group_exit (noreturn)")
+			assert.NotContains(t, stderr.String(), "calls in flight", "a noreturn entry is not a call in flight")
+			assert.NotContains(t, stderr.String(), "entries without exit")
+			assertNothingAttached(t)
+		})
+	}
+}
+
 // TestEntryOnlyNoreturn traces the entries of do_group_exit and do_exit,
 // which never return, while a command exits with status 2: the entries
 // carry the command's pid and the exit code argument (2<<8 = 512; threads
