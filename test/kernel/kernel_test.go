@@ -1783,6 +1783,24 @@ func waitThreadGone(t *testing.T, tid int) {
 	}
 }
 
+// runFailingOpen runs `ftprobe VERB -v --mode MODE --output json PATTERNS
+// -- ftprobe workload open --path /no/such/file` and requires the
+// command's exit status 2 (the failed open) to pass through; it returns
+// ftprobe's stdout and stderr (logged).
+func runFailingOpen(t *testing.T, bin, verb, mode string, patterns ...string) (stdout, stderr *bytes.Buffer) {
+	t.Helper()
+	args := append([]string{verb, "-v", "--mode", mode, "--output", "json"}, patterns...)
+	cmd := exec.Command(bin, append(args, "--", bin, "workload", "open", "--path", "/no/such/file")...)
+	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err := cmd.Run()
+	t.Logf("stderr:\n%s", stderr.String())
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "the command's status 2 passes through")
+	require.Equal(t, 2, ee.ExitCode())
+	return stdout, stderr
+}
+
 // TestStatEntryOnly runs `ftprobe stat` on do_group_exit and do_exit
 // (noreturn: traced at entry only) and do_sys_openat2 while a command
 // fails to open a missing file and exits with status 2, in every mode: the status passes
@@ -1796,15 +1814,7 @@ func TestStatEntryOnly(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			needMode(t, e, mode)
-			cmd := exec.Command(bin, "stat", "-v", "--mode", mode, "--output", "json", "do_group_exit", "do_exit", "do_sys_openat2", "--",
-				bin, "workload", "open", "--path", "/no/such/file")
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			t.Logf("stderr:\n%s", stderr.String())
-			var ee *exec.ExitError
-			require.ErrorAs(t, err, &ee, "the command's status passes through")
-			require.Equal(t, 2, ee.ExitCode())
+			stdout, stderr := runFailingOpen(t, bin, "stat", mode, "do_group_exit", "do_exit", "do_sys_openat2")
 			var final map[string]any
 			for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
 				if m := decodeLine(t, l); m["final"] == true {
@@ -1845,15 +1855,7 @@ func TestEntryOnlyNoreturn(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			needMode(t, e, mode)
-			cmd := exec.Command(bin, "trace", "-v", "--mode", mode, "--output", "json", "do_group_exit", "do_exit", "--",
-				bin, "workload", "open", "--path", "/no/such/file")
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			t.Logf("stderr:\n%s", stderr.String())
-			var ee *exec.ExitError
-			require.ErrorAs(t, err, &ee, "the command's status 2 passes through")
-			require.Equal(t, 2, ee.ExitCode())
+			stdout, stderr := runFailingOpen(t, bin, "trace", mode, "do_group_exit", "do_exit")
 			var groupExits, exits []map[string]any
 			var sum map[string]any
 			tgids := map[int64]bool{}
