@@ -1801,39 +1801,36 @@ func runFailingOpen(t *testing.T, bin, verb, mode string, patterns ...string) (s
 	return stdout, stderr
 }
 
-// TestStatEntryOnly runs `ftprobe stat` on do_group_exit and do_exit
-// (noreturn: traced at entry only) and do_sys_openat2 while a command
-// fails to open a missing file and exits with status 2, in every mode: the status passes
-// through, the open's failure is in the table, and no entry of a function
-// that never returns is left counted as a call in flight. kprobe.session
-// keeps a stat call's timestamp in the session cookie and must not ask
-// for a return run that will not come (session 13's review).
+// TestStatEntryOnly opens the tables-only trace `stat` loads
+// (attach.Options Aggregate and NoEvents; the CLI refuses a noreturn
+// function there, internal/trace/options.go, so the library is the way in)
+// on do_exit, which never returns, while a command exits, in every mode:
+// the command's threads' entries are counted, as entry only, and none is
+// left as a call in flight. kprobe.session keeps a stat call's timestamp
+// in the session cookie and must not ask for a return run that cannot
+// come (session 13's review).
 func TestStatEntryOnly(t *testing.T) {
 	e := lab(t)
 	bin := ftprobeBinary(t)
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			needMode(t, e, mode)
-			stdout, stderr := runFailingOpen(t, bin, "stat", mode, "do_group_exit", "do_exit", "do_sys_openat2")
-			var final map[string]any
-			for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
-				if m := decodeLine(t, l); m["final"] == true {
-					final = m
-				}
-			}
-			require.NotNil(t, final, "the final table: %s", stdout.String())
-			var open map[string]any
-			for _, f := range final["functions"].([]any) {
-				if m := f.(map[string]any); m["function"] == "do_sys_openat2" {
-					open = m
-				}
-			}
-			require.NotNil(t, open, "do_sys_openat2's row")
-			assert.GreaterOrEqual(t, num(open["errors"]), int64(1), "the failed open")
-			assert.GreaterOrEqual(t, num(open["errnos"].(map[string]any)["ENOENT"]), int64(1))
-			assert.Contains(t, stderr.String(), "entry only: do_exit, do_group_exit (noreturn)")
-			assert.NotContains(t, stderr.String(), "calls in flight", "a noreturn entry is not a call in flight")
-			assert.NotContains(t, stderr.String(), "entries without exit")
+			res, err := e.k.Resolve([]string{"do_exit"}, nil, mode, 0)
+			require.NoError(t, err)
+			require.Len(t, res.Funcs, 1)
+			require.Equal(t, symbols.EntryOnlyNoreturn, res.Funcs[0].EntryOnly)
+			tr, err := attach.Open(attach.Options{Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10, Aggregate: true, NoEvents: true})
+			require.NoError(t, err)
+			defer tr.Close()
+			var ee *exec.ExitError
+			require.ErrorAs(t, exec.Command(bin, "workload", "open", "--path", "/no/such/file").Run(), &ee, "the failed open's status 2")
+			require.Equal(t, 2, ee.ExitCode())
+			l, err := tr.Losses()
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, l.EntryHits, uint64(1), "the command's threads entered do_exit")
+			assert.Zero(t, l.ExitHits, "do_exit never returns")
+			assert.Zero(t, l.OpenAtExit, "a noreturn entry is no call in flight: %+v", l)
+			require.NoError(t, tr.Close())
 			assertNothingAttached(t)
 		})
 	}
