@@ -54,51 +54,50 @@ func FuncSlots(f *symbols.Func) (uint64, bool) {
 // returned at once. The error is the last load's; the caller must Close
 // the program.
 func loadForFunc(ps *ebpf.ProgramSpec, f *symbols.Func, load func(*ebpf.ProgramSpec) (*ebpf.Program, error)) (*ebpf.Program, error) {
-	c := forFunc(ps, f)
+	c, patched := forFunc(ps, f)
 	c.AttachTo = f.BTFName
 	p, err := load(c)
 	var ve *ebpf.VerifierError
-	if err == nil || !errors.As(err, &ve) || countImm(c.Instructions, fnSlotsAny) == countImm(ps.Instructions, fnSlotsAny) {
-		return p, err // loaded, not the verifier's refusal, or nothing was patched
+	if err == nil || !patched || !errors.As(err, &ve) {
+		return p, err // loaded, nothing was patched, or not the verifier's refusal
 	}
 	c = ps.Copy()
 	c.AttachTo = f.BTFName
 	return load(c)
 }
 
+// isImm reports whether ins is a plain 64-bit immediate load of v.
+func isImm(ins *asm.Instruction, v uint64) bool {
+	return ins.OpCode.IsDWordLoad() && ins.Src == asm.R0 && uint64(ins.Constant) == v
+}
+
 // countImm counts the plain 64-bit immediate loads of v in insns.
 func countImm(insns asm.Instructions, v uint64) int {
 	n := 0
-	for _, ins := range insns {
-		if ins.OpCode.IsDWordLoad() && ins.Src == asm.R0 && uint64(ins.Constant) == v {
+	for i := range insns {
+		if isImm(&insns[i], v) {
 			n++
 		}
 	}
 	return n
 }
 
-// forFunc returns a copy of ps for the one function f: every fn_slots()
-// immediate set to FuncSlots(f) when f has one (the lean and filter
-// objects' fentry and fsession programs). A program without one is
-// copied unchanged. The caller sets AttachTo on the copy.
-func forFunc(ps *ebpf.ProgramSpec, f *symbols.Func) *ebpf.ProgramSpec {
+// forFunc returns a copy of ps for the one function f, with every
+// fn_slots() immediate set to FuncSlots(f) when f has one (the lean and
+// filter objects' fentry and fsession programs), and whether it set any.
+// The caller sets AttachTo on the copy.
+func forFunc(ps *ebpf.ProgramSpec, f *symbols.Func) (*ebpf.ProgramSpec, bool) {
 	c := ps.Copy()
-	if n, ok := FuncSlots(f); ok {
-		patchImm(c.Instructions, fnSlotsAny, n)
+	n, ok := FuncSlots(f)
+	if !ok {
+		return c, false
 	}
-	return c
-}
-
-// patchImm sets every plain 64-bit immediate load of magic in insns to v,
-// in place, and returns how many it set.
-func patchImm(insns asm.Instructions, magic, v uint64) int {
-	set := 0
-	for i := range insns {
-		ins := &insns[i]
-		if ins.OpCode.IsDWordLoad() && ins.Src == asm.R0 && uint64(ins.Constant) == magic {
-			ins.Constant = int64(v)
-			set++
+	patched := false
+	for i := range c.Instructions {
+		if ins := &c.Instructions[i]; isImm(ins, fnSlotsAny) {
+			ins.Constant = int64(n)
+			patched = true
 		}
 	}
-	return set
+	return c, patched
 }

@@ -49,10 +49,8 @@ func TestFuncSlots(t *testing.T) {
 func slotImms(spec *ebpf.CollectionSpec) map[string]int {
 	out := map[string]int{}
 	for name, ps := range spec.Programs {
-		for _, ins := range ps.Instructions {
-			if ins.OpCode.IsDWordLoad() && uint64(ins.Constant) == fnSlotsAny {
-				out[name]++
-			}
+		if n := countImm(ps.Instructions, fnSlotsAny); n > 0 {
+			out[name] = n
 		}
 	}
 	return out
@@ -89,16 +87,13 @@ func TestSlotsInLeanObject(t *testing.T) {
 
 	ps := lean.Programs["ftp_fentry"]
 	three := &symbols.Func{Proto: &symbols.Proto{Params: params(3)}}
-	c := forFunc(ps, three)
-	var got []int64
-	for _, ins := range c.Instructions {
-		if ins.OpCode.IsDWordLoad() && ins.Src == 0 && (ins.Constant == 3 || uint64(ins.Constant) == fnSlotsAny) {
-			got = append(got, ins.Constant)
-		}
-	}
-	assert.Equal(t, []int64{3}, got, "the copy reads 3")
+	c, patched := forFunc(ps, three)
+	assert.True(t, patched)
+	assert.Equal(t, 1, countImm(c.Instructions, 3), "the copy reads 3")
+	assert.Zero(t, countImm(c.Instructions, fnSlotsAny), "and no longer the magic")
 	assert.Equal(t, 1, countImm(ps.Instructions, fnSlotsAny), "the spec keeps its immediate")
-	c = forFunc(ps, &symbols.Func{ProtoErr: "no kernel BTF"})
+	c, patched = forFunc(ps, &symbols.Func{ProtoErr: "no kernel BTF"})
+	assert.False(t, patched)
 	assert.Equal(t, 1, countImm(c.Instructions, fnSlotsAny), "no prototype: bpf_get_func_arg")
 }
 
