@@ -105,13 +105,15 @@ enum ftp_func_flags {
 #define FTP_FN_NARGS_SHIFT 24
 
 /* An entry predicate that reads argument registers only (xprog.entry_regs)
- * in the cookie's flags, for the fentry programs (fentry and fentry-multi
- * modes): its xpred program number (1 .. FTP_FN_PRED_MAX; 0: none here,
- * look up xprogs) in bits 28-31 and its pred_nargs in bits 5-7. A call it
- * rejects is decided without the xprogs lookup at entry and again at the
- * fexit: 20-45 instructions fewer per rejected fentry+fexit call on arm64
- * 7.3 (compare --body predicate, icount, session 12: 1.53x before, 1.44x
- * and 1.50x in two runs after; other modes unchanged). */
+ * in the cookie's flags, for the fentry and session programs (fentry,
+ * fentry-multi, fsession, fsession.multi, kprobe.session): its xpred
+ * program number (1 .. FTP_FN_PRED_MAX; 0: none here, look up xprogs) in
+ * bits 28-31 and its pred_nargs in bits 5-7. A call it rejects is decided
+ * without the xprogs lookup at entry (and again at the fexit in the
+ * fentry modes): 20-45 instructions fewer per rejected fentry+fexit call
+ * on arm64 7.3 (compare --body predicate, icount, session 12: 1.53x
+ * before, 1.44x and 1.50x in two runs after); the session modes since
+ * session 14. */
 enum ftp_func_pred {
 	FTP_FN_PRED_NARGS_SHIFT = 5,
 	FTP_FN_PRED_SHIFT = 28,
@@ -546,6 +548,22 @@ volatile __u64 window_exits = 0;
  * window (or an interrupt on it) always reads it non-zero. */
 volatile __u64 windows_open = 0;
 #define FTP_X_ANY (x_entry || x_exit || x_vals)
+/* only_cookie: the attach cookie of the trace's one function (0: it has
+ * several), set by user space before load and folded into the programs
+ * (attach.inlineRodata), so that they need no bpf_get_attach_cookie. In
+ * the kprobe modes that helper is a bsearch of the call's address in the
+ * link's sorted addresses (kernel/trace/bpf_trace.c,
+ * bpf_kprobe_multi_cookie): ~70 instructions per call for kprobe.session
+ * with one function on arm64 7.3 (insnprof, compare --body agg), more
+ * with log2 of the functions a link holds. */
+volatile const __u64 only_cookie = 0;
+
+static __always_inline __u64 attach_cookie(void *ctx)
+{
+	if (only_cookie)
+		return only_cookie;
+	return bpf_get_attach_cookie(ctx);
+}
 
 /* Index into a thread's frames, masked in a way clang cannot optimize
  * away: when it knows the value is in range it drops a C mask, and older
@@ -1400,7 +1418,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	struct tstack *st = 0;
 	__u64 cookie = 0;
 	if (window)
-		cookie = bpf_get_attach_cookie(ctx);
+		cookie = attach_cookie(ctx);
 	if (window && !((cookie >> 32) & FTP_FN_WINDOW_ENTRY)) {
 		/* --entry: a call outside every window was rejected at entry
 		 * (counted there) and pushed no frame: return before any other
@@ -1421,7 +1439,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	/* The cookie (without --entry) and the return value only now: a
 	 * rejected call's exit has returned above without fetching them. */
 	if (!window)
-		cookie = bpf_get_attach_cookie(ctx);
+		cookie = attach_cookie(ctx);
 	if (x_entry && !regs && !session && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI)) {
 		/* An entry predicate on argument registers only: the fexit
 		 * has the same registers and decides again, so a rejected
@@ -1636,7 +1654,7 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 	__u64 pid_tgid;
 	if (!admit(&pid_tgid))
 		return 1;
-	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 cookie = attach_cookie(ctx);
 	if (outside_window(pid_tgid, cookie))
 		return 1;
 #if defined(FTP_LEAN) || defined(FTP_FILTER)
@@ -1662,9 +1680,11 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 	__u32 first = 0;
 	__u32 psel = x_entry ? cookie_pred(cookie, &first) : 0;
 	struct xprog *xp = 0;
-	if (psel && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI)) {
+	if (psel && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI || is_session_mode(mode))) {
 		/* A predicate on argument registers in the cookie: rejected
-		 * here without a frame, its fexit decides again (on_exit). */
+		 * here without a frame and without the xprogs lookup; its
+		 * fexit decides again (on_exit), fsession's exit run finds the
+		 * call rejected in its session cookie (session). */
 		fetch_args(ctx, args, n, 0, first);
 		if (!xpass(args, 0, psel)) {
 			count(FTP_STAT_X_REJECT);
@@ -1734,7 +1754,7 @@ static __always_inline int session_agg(void *ctx, __u64 *ts, int ret_run, int re
 				return 1;
 		}
 		if (x_entry) {
-			struct xprog *xp = xprog_of((__u32)bpf_get_attach_cookie(ctx));
+			struct xprog *xp = xprog_of((__u32)attach_cookie(ctx));
 			if (xp && xp->pentry) {
 				__u64 args[FTP_MAX_ARGS] = {};
 				if (regs) {
@@ -1759,7 +1779,7 @@ static __always_inline int session_agg(void *ctx, __u64 *ts, int ret_run, int re
 			/* kprobe.session attaches the noreturn functions too
 			 * (fsession gives them a plain fentry program): no return
 			 * run will come, so none is asked for, as on_entry does. */
-			if ((bpf_get_attach_cookie(ctx) >> 32) & FTP_FN_ENTRY_ONLY) {
+			if ((attach_cookie(ctx) >> 32) & FTP_FN_ENTRY_ONLY) {
 				count(FTP_STAT_ENTRY_ONLY);
 				return 1;
 			}
@@ -1771,7 +1791,7 @@ static __always_inline int session_agg(void *ctx, __u64 *ts, int ret_run, int re
 		return 0; /* rejected at entry */
 	__u64 dur = bpf_ktime_get_ns() - *ts;
 	count(FTP_STAT_EXIT_HITS);
-	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 cookie = attach_cookie(ctx);
 	__u64 raw = 0;
 	if (regs)
 		raw = FTP_RET((struct pt_regs *)ctx);
@@ -1825,7 +1845,7 @@ static __always_inline int regs_entry(struct pt_regs *ctx, __u8 mode)
 	__u64 pid_tgid;
 	if (!admit(&pid_tgid))
 		return 1;
-	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 cookie = attach_cookie(ctx);
 	if (outside_window(pid_tgid, cookie))
 		return 1;
 	__u64 args[FTP_MAX_ARGS] = {
@@ -1833,9 +1853,19 @@ static __always_inline int regs_entry(struct pt_regs *ctx, __u8 mode)
 		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
 	};
 	if (x_entry) {
-		struct xprog *xp = xprog_of((__u32)cookie);
-		if (xp && xp->pentry && rejected_at_entry(pid_tgid, (__u32)cookie, xp, args, mode))
-			return 1;
+		__u32 pn;
+		__u32 psel = cookie_pred(cookie, &pn);
+		if (psel && mode == FTP_MODE_KPROBE_SESSION) {
+			/* In the cookie: no xprogs lookup, and no return run. */
+			if (!xpass(args, 0, psel)) {
+				count(FTP_STAT_X_REJECT);
+				return 1;
+			}
+		} else {
+			struct xprog *xp = xprog_of((__u32)cookie);
+			if (xp && xp->pentry && rejected_at_entry(pid_tgid, (__u32)cookie, xp, args, mode))
+				return 1;
+		}
 	}
 	return on_entry(ctx, pid_tgid, cookie, args, cookie_nargs(cookie >> 32), mode);
 }

@@ -281,12 +281,6 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 		}
 		spec.Maps["xprogs"].MaxEntries = uint32(max(len(all), 1))
 	}
-	if err := setSettings(spec, settings, v.fixed); err != nil {
-		return nil, err
-	}
-	if _, err := inlineRodata(spec); err != nil {
-		return nil, fmt.Errorf("attach: %w", err)
-	}
 	fc, err := FaultCounterOf(spec)
 	if err != nil {
 		return nil, err
@@ -294,6 +288,31 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	preds, err := expr.CompilePredicates(opts.Exprs, fc)
 	if err != nil {
 		return nil, fmt.Errorf("attach: compile --filter: %w", err)
+	}
+	xprogs := map[uint32]bpfobj.TraceXprog{}
+	for id, p := range opts.Exprs {
+		if p == nil || int(id) >= len(all) {
+			continue
+		}
+		x := p.Encode()
+		if preds != nil {
+			x.Pentry, x.Pexit = preds.Entry[id], preds.Exit[id]
+		}
+		xprogs[id] = x
+		if c := PredCookie(x); c != 0 {
+			if opts.predCookie == nil {
+				opts.predCookie = map[uint32]uint64{}
+			}
+			opts.predCookie[id] = c
+		}
+	}
+	// opts.onlyCookie needs predCookie, set just above.
+	settings = append(settings, setting{"only_cookie", opts.onlyCookie(all)})
+	if err := setSettings(spec, settings, v.fixed); err != nil {
+		return nil, err
+	}
+	if _, err := inlineRodata(spec); err != nil {
+		return nil, fmt.Errorf("attach: %w", err)
 	}
 	if err := patchPredicates(spec, preds); err != nil {
 		return nil, err
@@ -332,20 +351,7 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if err := t.coll.Assign(&t.maps); err != nil {
 		return nil, fmt.Errorf("assign maps: %w", err)
 	}
-	for id, p := range opts.Exprs {
-		if p == nil || int(id) >= len(all) {
-			continue
-		}
-		x := p.Encode()
-		if preds != nil {
-			x.Pentry, x.Pexit = preds.Entry[id], preds.Exit[id]
-		}
-		if c := PredCookie(x); c != 0 {
-			if opts.predCookie == nil {
-				opts.predCookie = map[uint32]uint64{}
-			}
-			opts.predCookie[uint32(id)] = c
-		}
+	for id, x := range xprogs {
 		if err := t.maps.Xprogs.Update(id, &x, ebpf.UpdateAny); err != nil {
 			return nil, fmt.Errorf("attach: store the --arg/--filter program of function %d: %w", id, err)
 		}
@@ -1061,10 +1067,10 @@ func Cookie(f *symbols.Func) uint64 {
 const FlagWindowEntry = uint32(bpfobj.TraceFtpFuncFlagsFTP_FN_WINDOW_ENTRY)
 
 // PredCookie returns the cookie bits (bits 32-63 already shifted) that
-// carry x's entry predicate to the fentry programs: its xpred program
-// number and pred_nargs, when it reads argument registers only and its
-// number fits (ftp_func_pred in bpf/trace.bpf.c); 0 otherwise, and the
-// programs look it up in xprogs. A rejected fentry+fexit call costs 20-45
+// carry x's entry predicate to the fentry and session programs: its
+// xpred program number and pred_nargs, when it reads argument registers
+// only and its number fits (ftp_func_pred in bpf/trace.bpf.c); 0
+// otherwise, and the programs look it up in xprogs. A rejected fentry+fexit call costs 20-45
 // instructions less with it (arm64 7.3 icount, session 12: compare --body
 // predicate 1.53x the empty program before, 1.44x and 1.50x after).
 func PredCookie(x bpfobj.TraceXprog) uint64 {
@@ -1083,6 +1089,19 @@ func (o Options) cookie(f *symbols.Func) uint64 {
 		c |= uint64(FlagWindowEntry) << 32
 	}
 	return c
+}
+
+// onlyCookie is the attach cookie of the trace's one function (all), or
+// 0 when it has several: bpf/trace.bpf.c's only_cookie, folded into the
+// programs before load, so that they do not call bpf_get_attach_cookie
+// (in the kprobe modes a bsearch of the link's addresses,
+// kernel/trace/bpf_trace.c). Every program of the trace is attached to
+// that function only, with this cookie.
+func (o Options) onlyCookie(all []*symbols.Func) uint64 {
+	if len(all) != 1 {
+		return 0
+	}
+	return o.cookie(all[0])
 }
 
 // anyEntryOnly reports whether fs holds a function traced at entry only

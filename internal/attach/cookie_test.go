@@ -79,3 +79,22 @@ func TestPredCookie(t *testing.T) {
 		t.Errorf("cookie %#x: want Cookie(f) %#x with program 2 and pred_nargs 3", got, Cookie(f))
 	}
 }
+
+// TestOnlyCookie: a trace of one function folds that function's whole
+// cookie (its id, flags, entry predicate bits) into the programs; a trace
+// of several folds nothing (0 makes the programs ask the kernel).
+func TestOnlyCookie(t *testing.T) {
+	f := &symbols.Func{ID: 0, Name: "vfs_read"}
+	g := &symbols.Func{ID: 1, Name: "vfs_write"}
+	o := Options{predCookie: map[uint32]uint64{0: 5<<60 | 1<<37}, Entries: map[uint32]bool{0: true}}
+	want := uint64(0) | uint64(FuncFlags(f)|StringFlags(f)|MaxArgs<<24|FlagWindowEntry)<<32 | 5<<60 | 1<<37
+	if got := o.onlyCookie([]*symbols.Func{f}); got != want || got == 0 {
+		t.Errorf("onlyCookie(one function) = %#x, want %#x", got, want)
+	}
+	if got := o.onlyCookie([]*symbols.Func{f, g}); got != 0 {
+		t.Errorf("onlyCookie(two functions) = %#x, want 0", got)
+	}
+	if got := o.onlyCookie(nil); got != 0 {
+		t.Errorf("onlyCookie(none) = %#x, want 0", got)
+	}
+}

@@ -285,6 +285,7 @@ const (
 	TraceVarFtpStats          = "ftp_stats"
 	TraceVarLeafRecords       = "leaf_records"
 	TraceVarMinDurationNs     = "min_duration_ns"
+	TraceVarOnlyCookie        = "only_cookie"
 	TraceVarUnusedAgg         = "unused_agg"
 	TraceVarUnusedErrkey      = "unused_errkey"
 	TraceVarUnusedEvent       = "unused_event"
@@ -406,6 +407,7 @@ type TraceVariableSpecs struct {
 	FtpStats        *ebpf.VariableSpec `ebpf:"ftp_stats"`
 	LeafRecords     *ebpf.VariableSpec `ebpf:"leaf_records"`
 	MinDurationNs   *ebpf.VariableSpec `ebpf:"min_duration_ns"`
+	OnlyCookie      *ebpf.VariableSpec `ebpf:"only_cookie"`
 	UnusedAgg       *ebpf.VariableSpec `ebpf:"unused_agg"`
 	UnusedErrkey    *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -497,6 +499,7 @@ type TraceVariables struct {
 	FtpStats        *ebpf.Variable `ebpf:"ftp_stats"`
 	LeafRecords     *ebpf.Variable `ebpf:"leaf_records"`
 	MinDurationNs   *ebpf.Variable `ebpf:"min_duration_ns"`
+	OnlyCookie      *ebpf.Variable `ebpf:"only_cookie"`
 	UnusedAgg       *ebpf.Variable `ebpf:"unused_agg"`
 	UnusedErrkey    *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`

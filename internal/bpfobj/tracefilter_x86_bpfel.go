@@ -153,6 +153,7 @@ const (
 	TraceFilterVarFtpStats             = "ftp_stats"
 	TraceFilterVarLeafRecords          = "leaf_records"
 	TraceFilterVarMinDurationNs        = "min_duration_ns"
+	TraceFilterVarOnlyCookie           = "only_cookie"
 	TraceFilterVarUnusedAgg            = "unused_agg"
 	TraceFilterVarUnusedErrkey         = "unused_errkey"
 	TraceFilterVarUnusedEvent          = "unused_event"
@@ -274,6 +275,7 @@ type TraceFilterVariableSpecs struct {
 	FtpStats             *ebpf.VariableSpec `ebpf:"ftp_stats"`
 	LeafRecords          *ebpf.VariableSpec `ebpf:"leaf_records"`
 	MinDurationNs        *ebpf.VariableSpec `ebpf:"min_duration_ns"`
+	OnlyCookie           *ebpf.VariableSpec `ebpf:"only_cookie"`
 	UnusedAgg            *ebpf.VariableSpec `ebpf:"unused_agg"`
 	UnusedErrkey         *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent          *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -365,6 +367,7 @@ type TraceFilterVariables struct {
 	FtpStats             *ebpf.Variable `ebpf:"ftp_stats"`
 	LeafRecords          *ebpf.Variable `ebpf:"leaf_records"`
 	MinDurationNs        *ebpf.Variable `ebpf:"min_duration_ns"`
+	OnlyCookie           *ebpf.Variable `ebpf:"only_cookie"`
 	UnusedAgg            *ebpf.Variable `ebpf:"unused_agg"`
 	UnusedErrkey         *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent          *ebpf.Variable `ebpf:"unused_event"`

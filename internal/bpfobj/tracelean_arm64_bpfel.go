@@ -155,6 +155,7 @@ const (
 	TraceLeanVarFtpFixedX_exit        = "ftp_fixed_x_exit"
 	TraceLeanVarFtpFixedX_vals        = "ftp_fixed_x_vals"
 	TraceLeanVarFtpStats              = "ftp_stats"
+	TraceLeanVarOnlyCookie            = "only_cookie"
 	TraceLeanVarUnusedAgg             = "unused_agg"
 	TraceLeanVarUnusedErrkey          = "unused_errkey"
 	TraceLeanVarUnusedEvent           = "unused_event"
@@ -276,6 +277,7 @@ type TraceLeanVariableSpecs struct {
 	FtpFixedX_exit        *ebpf.VariableSpec `ebpf:"ftp_fixed_x_exit"`
 	FtpFixedX_vals        *ebpf.VariableSpec `ebpf:"ftp_fixed_x_vals"`
 	FtpStats              *ebpf.VariableSpec `ebpf:"ftp_stats"`
+	OnlyCookie            *ebpf.VariableSpec `ebpf:"only_cookie"`
 	UnusedAgg             *ebpf.VariableSpec `ebpf:"unused_agg"`
 	UnusedErrkey          *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent           *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -367,6 +369,7 @@ type TraceLeanVariables struct {
 	FtpFixedX_exit        *ebpf.Variable `ebpf:"ftp_fixed_x_exit"`
 	FtpFixedX_vals        *ebpf.Variable `ebpf:"ftp_fixed_x_vals"`
 	FtpStats              *ebpf.Variable `ebpf:"ftp_stats"`
+	OnlyCookie            *ebpf.Variable `ebpf:"only_cookie"`
 	UnusedAgg             *ebpf.Variable `ebpf:"unused_agg"`
 	UnusedErrkey          *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent           *ebpf.Variable `ebpf:"unused_event"`

@@ -152,6 +152,7 @@ const (
 	TraceStatVarFtpFixedX_vals      = "ftp_fixed_x_vals"
 	TraceStatVarFtpStats            = "ftp_stats"
 	TraceStatVarMinDurationNs       = "min_duration_ns"
+	TraceStatVarOnlyCookie          = "only_cookie"
 	TraceStatVarUnusedAgg           = "unused_agg"
 	TraceStatVarUnusedErrkey        = "unused_errkey"
 	TraceStatVarUnusedEvent         = "unused_event"
@@ -273,6 +274,7 @@ type TraceStatVariableSpecs struct {
 	FtpFixedX_vals      *ebpf.VariableSpec `ebpf:"ftp_fixed_x_vals"`
 	FtpStats            *ebpf.VariableSpec `ebpf:"ftp_stats"`
 	MinDurationNs       *ebpf.VariableSpec `ebpf:"min_duration_ns"`
+	OnlyCookie          *ebpf.VariableSpec `ebpf:"only_cookie"`
 	UnusedAgg           *ebpf.VariableSpec `ebpf:"unused_agg"`
 	UnusedErrkey        *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent         *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -364,6 +366,7 @@ type TraceStatVariables struct {
 	FtpFixedX_vals      *ebpf.Variable `ebpf:"ftp_fixed_x_vals"`
 	FtpStats            *ebpf.Variable `ebpf:"ftp_stats"`
 	MinDurationNs       *ebpf.Variable `ebpf:"min_duration_ns"`
+	OnlyCookie          *ebpf.Variable `ebpf:"only_cookie"`
 	UnusedAgg           *ebpf.Variable `ebpf:"unused_agg"`
 	UnusedErrkey        *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent         *ebpf.Variable `ebpf:"unused_event"`
