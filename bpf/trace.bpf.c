@@ -816,14 +816,68 @@ static __always_inline void fetch_args(void *ctx, __u64 *args, __u64 n, __u32 fr
  * it); read back from a frame at exit it is a plain value again. The
  * parameters user space patches a count for are those every supported
  * kernel's btf_ctx_access reads (attach.FuncSlots); a kernel that refuses
- * one anyway gets the program unpatched (attach.loadForFunc). 65 instructions fewer per fentry+fexit and fsession trace
- * call on arm64 7.3 (compare, icount, 5 arguments). */
+ * one anyway gets the program unpatched (attach.loadForFunc). 65
+ * instructions fewer per fentry+fexit and fsession trace call on arm64
+ * 7.3 (compare, icount, 5 arguments). */
 #define FTP_FN_SLOTS_ANY 0x746f6c735f707466ULL /* "ftp_slot" */
 static __always_inline __attribute__((unused)) __u64 fn_slots(void)
 {
 	__u64 v;
 	asm volatile("%[v] = %[m] ll" : [v] "=r"(v) : [m] "i"(FTP_FN_SLOTS_ANY));
 	return v;
+}
+
+/* fn_scalars: which of those arguments (bit i: argument i) are integers,
+ * enums or bools, which a direct ctx read gives as plain scalars: an
+ * entry predicate reads them straight from ctx (fetch_pred), the others
+ * through bpf_get_func_arg. Patched with fn_slots (attach.forFunc,
+ * FuncScalars); left as FTP_FN_SCALARS_ANY, none. */
+#define FTP_FN_SCALARS_ANY 0x6c6163735f707466ULL /* "ftp_scal" */
+static __always_inline __attribute__((unused)) __u64 fn_scalars(void)
+{
+	__u64 v;
+	asm volatile("%[v] = %[m] ll" : [v] "=r"(v) : [m] "i"(FTP_FN_SCALARS_ANY));
+	return v;
+}
+
+/* fn_nargs is bpf_get_func_arg_cnt, or in the filter object the
+ * count patched in a program loaded for one function (fn_slots; at most
+ * FTP_MAX_ARGS, which is all a record or predicate reads). */
+static __always_inline __u64 fn_nargs(void *ctx)
+{
+#if defined(FTP_FILTER)
+	__u64 slots = fn_slots();
+	if (slots <= FTP_MAX_ARGS)
+		return slots;
+#endif
+	return bpf_get_func_arg_cnt(ctx);
+}
+
+/* fetch_pred reads the arguments 0 .. to - 1 an entry predicate reads
+ * (fetch_args), the scalar ones straight from ctx in a program loaded for
+ * one function (fn_scalars): one load each instead of the inlined
+ * bpf_get_func_arg and its bound check. */
+static __always_inline void fetch_pred(void *ctx, __u64 *args, __u64 n, __u32 to)
+{
+#if defined(FTP_FILTER)
+	__u64 sc = fn_scalars();
+	if (sc != FTP_FN_SCALARS_ANY && sc) {
+		const __u64 *c = ctx;
+		/* Unrolled: a ctx read needs a constant offset, and the
+		 * verifier then drops the branches the patched mask rules out. */
+#pragma clang loop unroll(full)
+		for (int i = 0; i < FTP_MAX_ARGS; i++) {
+			if ((__u32)i < to) {
+				if (sc & (1ULL << i))
+					args[i] = c[i];
+				else if ((__u64)i < n)
+					bpf_get_func_arg(ctx, i, &args[i]);
+			}
+		}
+		return;
+	}
+#endif
+	fetch_args(ctx, args, n, 0, to);
 }
 
 /* frames returns the current thread's frame stack, created (zeroed) when
@@ -1453,7 +1507,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 		}
 		if (psel) {
 			__u64 args[FTP_MAX_ARGS] = {};
-			fetch_args(ctx, args, bpf_get_func_arg_cnt(ctx), 0, pn);
+			fetch_pred(ctx, args, fn_nargs(ctx), pn);
 			if (!xpass(args, 0, psel))
 				return;
 		}
@@ -1674,7 +1728,7 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 	}
 #endif
 	__u64 args[FTP_MAX_ARGS] = {};
-	__u64 n = bpf_get_func_arg_cnt(ctx);
+	__u64 n = fn_nargs(ctx);
 	/* With an entry predicate, the arguments it reads first (xprog's
 	 * pred_nargs), the others only for a call it lets in. */
 	__u32 first = 0;
@@ -1685,7 +1739,7 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 		 * here without a frame and without the xprogs lookup; its
 		 * fexit decides again (on_exit), fsession's exit run finds the
 		 * call rejected in its session cookie (session). */
-		fetch_args(ctx, args, n, 0, first);
+		fetch_pred(ctx, args, n, first);
 		if (!xpass(args, 0, psel)) {
 			count(FTP_STAT_X_REJECT);
 			return 1;
@@ -1694,7 +1748,7 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 			fetch_args(ctx, args, n, first, FTP_MAX_ARGS);
 	} else if ((xp = x_entry ? xprog_of((__u32)cookie) : 0) && xp->pentry) {
 		first = xp->pred_nargs;
-		fetch_args(ctx, args, n, 0, first);
+		fetch_pred(ctx, args, n, first);
 		if (rejected_at_entry(pid_tgid, (__u32)cookie, xp, args, mode))
 			return 1;
 		if (FTP_KEEP_ARGS)

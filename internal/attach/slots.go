@@ -45,6 +45,32 @@ func FuncSlots(f *symbols.Func) (uint64, bool) {
 	return uint64(n), true
 }
 
+// fnScalarsAny is bpf/trace.bpf.c's FTP_FN_SCALARS_ANY ("ftp_scal"): the
+// 64-bit immediate fn_scalars() loads, which forFunc replaces by
+// FuncScalars.
+const fnScalarsAny = 0x6c6163735f707466
+
+// FuncScalars returns the arguments among FuncSlots(f)'s (bit i: argument
+// i) that are integers, enums or bools: a direct ctx read gives those a
+// plain scalar, which an entry --filter may mask and compare (fetch_pred
+// in bpf/trace.bpf.c), where a pointer read that way gets its BTF type
+// and the verifier refuses that arithmetic on it. 0 when FuncSlots has no
+// count for f.
+func FuncScalars(f *symbols.Func) uint64 {
+	n, ok := FuncSlots(f)
+	if !ok {
+		return 0
+	}
+	var m uint64
+	for i, p := range f.Proto.Params[:n] {
+		switch p.Kind {
+		case symbols.ArgInt, symbols.ArgUint, symbols.ArgBool, symbols.ArgEnum:
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
 // loadForFunc loads ps for the one function f through load, which gets
 // the copy to load (AttachTo set to f's BTF name): with f's argument
 // count patched in (forFunc) when it has one, and again as compiled
@@ -83,19 +109,25 @@ func countImm(insns asm.Instructions, v uint64) int {
 }
 
 // forFunc returns a copy of ps for the one function f, with every
-// fn_slots() immediate set to FuncSlots(f) when f has one (the lean and
-// filter objects' fentry and fsession programs), and whether it set any.
-// The caller sets AttachTo on the copy.
+// fn_slots() immediate set to FuncSlots(f) and every fn_scalars() one to
+// FuncScalars(f) when f has a count (the lean and filter objects'
+// fentry, fexit and fsession programs), and whether it set any. The
+// caller sets AttachTo on the copy.
 func forFunc(ps *ebpf.ProgramSpec, f *symbols.Func) (*ebpf.ProgramSpec, bool) {
 	c := ps.Copy()
 	n, ok := FuncSlots(f)
 	if !ok {
 		return c, false
 	}
+	sc := FuncScalars(f)
 	patched := false
 	for i := range c.Instructions {
-		if ins := &c.Instructions[i]; isImm(ins, fnSlotsAny) {
+		switch ins := &c.Instructions[i]; {
+		case isImm(ins, fnSlotsAny):
 			ins.Constant = int64(n)
+			patched = true
+		case isImm(ins, fnScalarsAny):
+			ins.Constant = int64(sc)
 			patched = true
 		}
 	}

@@ -44,46 +44,74 @@ func TestFuncSlots(t *testing.T) {
 	}
 }
 
-// slotImms counts the fn_slots() immediates (FTP_FN_SLOTS_ANY) in each
-// program of spec.
-func slotImms(spec *ebpf.CollectionSpec) map[string]int {
+// slotImms counts the immediates v (FTP_FN_SLOTS_ANY, FTP_FN_SCALARS_ANY)
+// in each program of spec.
+func slotImms(spec *ebpf.CollectionSpec, v uint64) map[string]int {
 	out := map[string]int{}
 	for name, ps := range spec.Programs {
-		if n := countImm(ps.Instructions, fnSlotsAny); n > 0 {
+		if n := countImm(ps.Instructions, v); n > 0 {
 			out[name] = n
 		}
 	}
 	return out
 }
 
-// TestSlotsInLeanObject: the lean and filter objects' per-function entry
-// programs (fentry, fsession) read fn_slots(), and only they (the multi
-// programs keep it unpatched); the general and stat objects, where the
-// arguments meet --arg and entry --filter arithmetic, have none. forFunc
-// sets it to the function's count on a copy and leaves the spec and the
-// programs of functions without a usable prototype alone.
+// TestSlotsInLeanObject: the lean and filter objects' per-function
+// trampoline programs read fn_slots() (fentry and fsession for the
+// arguments; the filter object's fexit for the count its entry
+// predicate's second decision reads), and only they (the multi programs
+// keep it unpatched); only the filter object's read fn_scalars() (the
+// entry predicate's arguments); the general and stat objects, where the
+// arguments meet --arg arithmetic, have neither. forFunc sets both on a
+// copy and leaves the spec and the programs of functions without a
+// usable prototype alone.
 func TestSlotsInLeanObject(t *testing.T) {
 	lean, err := bpfobj.LoadTraceLean()
 	require.NoError(t, err)
 	filter, err := bpfobj.LoadTraceFilter()
 	require.NoError(t, err)
+	tramp := map[string]bool{"ftp_fentry": true, "ftp_fsession": true, "ftp_fentry_multi": true, "ftp_fsession_multi": true}
 	for _, spec := range []*ebpf.CollectionSpec{lean, filter} {
-		imms := slotImms(spec)
-		assert.Equal(t, 1, imms["ftp_fentry"], "ftp_fentry")
-		assert.Equal(t, 1, imms["ftp_fsession"], "ftp_fsession")
+		imms := slotImms(spec, fnSlotsAny)
+		assert.NotZero(t, imms["ftp_fentry"], "ftp_fentry")
+		assert.NotZero(t, imms["ftp_fsession"], "ftp_fsession")
 		for name, n := range imms {
-			if name != "ftp_fentry" && name != "ftp_fsession" && name != "ftp_fentry_multi" && name != "ftp_fsession_multi" {
-				assert.Zero(t, n, "%s reads fn_slots(): only trampoline entry programs may", name)
+			if !tramp[name] && (spec == lean || (name != "ftp_fexit" && name != "ftp_fexit_multi")) {
+				assert.Zero(t, n, "%s reads fn_slots(): only trampoline programs may", name)
 			}
 		}
+	}
+	assert.Empty(t, slotImms(lean, fnScalarsAny), "the lean object has no entry predicate")
+	sc := slotImms(filter, fnScalarsAny)
+	for _, name := range []string{"ftp_fentry", "ftp_fexit", "ftp_fsession"} {
+		assert.NotZero(t, sc[name], "%s: its entry predicate reads scalars from ctx", name)
+	}
+	for name := range sc {
+		assert.True(t, tramp[name] || name == "ftp_fexit" || name == "ftp_fexit_multi", "%s reads fn_scalars()", name)
 	}
 	for _, load := range []func() (*ebpf.CollectionSpec, error){bpfobj.LoadTrace, bpfobj.LoadTraceStat} {
 		spec, err := load()
 		require.NoError(t, err)
-		for name, n := range slotImms(spec) {
-			assert.Zero(t, n, "%s of the general or stat object: its arguments may meet --arg arithmetic", name)
+		for _, v := range []uint64{fnSlotsAny, fnScalarsAny} {
+			for name, n := range slotImms(spec, v) {
+				assert.Zero(t, n, "%s of the general or stat object: its arguments may meet --arg arithmetic", name)
+			}
 		}
 	}
+
+	// f(struct file *, char *, size_t): only count is a scalar; the
+	// filter object's fentry gets 3 and 0b100.
+	vr := &symbols.Func{Proto: &symbols.Proto{Params: []symbols.Param{
+		{Name: "file", Kind: symbols.ArgPtr, CtxScalar: true}, {Name: "buf", Kind: symbols.ArgCharPtr, CtxScalar: true},
+		{Name: "count", Kind: symbols.ArgUint, CtxScalar: true}}}}
+	assert.Equal(t, uint64(0b0100), FuncScalars(vr))
+	fc, patched := forFunc(filter.Programs["ftp_fentry"], vr)
+	assert.True(t, patched)
+	assert.Zero(t, countImm(fc.Instructions, fnScalarsAny), "fn_scalars patched")
+	assert.Zero(t, countImm(fc.Instructions, fnSlotsAny), "fn_slots patched")
+	assert.Equal(t, sc["ftp_fentry"], countImm(fc.Instructions, 0b0100), "the scalar mask in place of each fn_scalars()")
+	assert.Equal(t, slotImms(filter, fnSlotsAny)["ftp_fentry"], countImm(fc.Instructions, 3), "the count in place of each fn_slots()")
+	assert.Zero(t, FuncScalars(&symbols.Func{ProtoErr: "no kernel BTF"}), "no prototype: no scalars")
 
 	ps := lean.Programs["ftp_fentry"]
 	three := &symbols.Func{Proto: &symbols.Proto{Params: params(3)}}
