@@ -860,8 +860,11 @@ static __always_inline __u64 fn_nargs(void *ctx)
 static __always_inline void fetch_pred(void *ctx, __u64 *args, __u64 n, __u32 to)
 {
 #if defined(FTP_FILTER)
+	/* A range test, not a comparison with FTP_FN_SCALARS_ANY: clang
+	 * loads that constant again for it, and user space would patch the
+	 * copy too (forFunc patches every such immediate). */
 	__u64 sc = fn_scalars();
-	if (sc != FTP_FN_SCALARS_ANY && sc) {
+	if (sc && sc < (1ULL << FTP_MAX_ARGS)) {
 		const __u64 *c = ctx;
 		/* Unrolled: a ctx read needs a constant offset, and the
 		 * verifier then drops the branches the patched mask rules out. */

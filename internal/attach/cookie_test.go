@@ -81,15 +81,18 @@ func TestPredCookie(t *testing.T) {
 }
 
 // TestOnlyCookie: a trace of one function folds that function's whole
-// cookie (its id, flags, entry predicate bits) into the programs; a trace
-// of several folds nothing (0 makes the programs ask the kernel).
+// cookie into the programs: its id (3), flags (a signed 4-byte return:
+// 0x401; two arguments: 2<<24; an --entry function: 0x10), its entry
+// predicate (program 5, pred_nargs 1: bits 60-63 and 37-39); a trace of
+// several folds nothing (0 makes the programs ask the kernel).
 func TestOnlyCookie(t *testing.T) {
-	f := &symbols.Func{ID: 0, Name: "vfs_read"}
-	g := &symbols.Func{ID: 1, Name: "vfs_write"}
-	o := Options{predCookie: map[uint32]uint64{0: 5<<60 | 1<<37}, Entries: map[uint32]bool{0: true}}
-	want := uint64(0) | uint64(FuncFlags(f)|StringFlags(f)|MaxArgs<<24|FlagWindowEntry)<<32 | 5<<60 | 1<<37
-	if got := o.onlyCookie([]*symbols.Func{f}); got != want || got == 0 {
-		t.Errorf("onlyCookie(one function) = %#x, want %#x", got, want)
+	f := &symbols.Func{ID: 3, Name: "f", Proto: &symbols.Proto{
+		Params:  []symbols.Param{{Name: "a", Kind: symbols.ArgUint, Size: 8}, {Name: "b", Kind: symbols.ArgUint, Size: 8}},
+		RetKind: symbols.RetS32, RetSize: 4, RetSigned: true}}
+	g := &symbols.Func{ID: 4, Name: "g"}
+	o := Options{predCookie: map[uint32]uint64{3: 5<<60 | 1<<37}, Entries: map[uint32]bool{3: true}}
+	if got := o.onlyCookie([]*symbols.Func{f}); got != 0x5200043100000003 {
+		t.Errorf("onlyCookie(one function) = %#x, want 0x5200043100000003", got)
 	}
 	if got := o.onlyCookie([]*symbols.Func{f, g}); got != 0 {
 		t.Errorf("onlyCookie(two functions) = %#x, want 0", got)
