@@ -61,8 +61,13 @@ func FuncScalars(f *symbols.Func) uint64 {
 	if !ok {
 		return 0
 	}
+	return scalarMask(f.Proto.Params[:n])
+}
+
+// scalarMask is FuncScalars for the parameters FuncSlots counted.
+func scalarMask(params []symbols.Param) uint64 {
 	var m uint64
-	for i, p := range f.Proto.Params[:n] {
+	for i, p := range params {
 		switch p.Kind {
 		case symbols.ArgInt, symbols.ArgUint, symbols.ArgBool, symbols.ArgEnum:
 			m |= 1 << i
@@ -119,7 +124,7 @@ func forFunc(ps *ebpf.ProgramSpec, f *symbols.Func) (*ebpf.ProgramSpec, bool) {
 	if !ok {
 		return c, false
 	}
-	sc := FuncScalars(f)
+	sc := scalarMask(f.Proto.Params[:n])
 	patched := false
 	for i := range c.Instructions {
 		switch ins := &c.Instructions[i]; {
