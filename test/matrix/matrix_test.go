@@ -125,11 +125,34 @@ func TestKernelMatrix(t *testing.T) {
 			go func() {
 				defer close(done)
 				sc := bufio.NewScanner(pr)
+				sc.Buffer(make([]byte, 64<<10), 1<<20)
+				var why []string
 				for sc.Scan() {
 					l := sc.Text()
 					fmt.Printf("[%s %s] %s\n", arch, ver, l)
-					if s := strings.TrimSpace(l); strings.HasPrefix(s, "--- SKIP") || strings.HasPrefix(s, "--- FAIL") {
+					s := strings.TrimSpace(l)
+					// A top-level test's result ends what it
+					// printed (its subtests' results follow it).
+					if strings.HasPrefix(l, "--- PASS") || strings.HasPrefix(l, "--- SKIP") {
+						why = why[:0]
+					} else if failureDetail(s) {
+						why = append(why, cut(s, 300))
+					}
+					if strings.HasPrefix(s, "--- SKIP") || strings.HasPrefix(s, "--- FAIL") {
 						summary = append(summary, s)
+					}
+					// A failure's last assertion and log lines go
+					// with it to the log's tail (CI shows only
+					// that part).
+					if strings.HasPrefix(s, "--- FAIL") {
+						if len(why) > 8 {
+							summary = append(summary, fmt.Sprintf("  (%d lines before)", len(why)-8))
+							why = why[len(why)-8:]
+						}
+						for _, w := range why {
+							summary = append(summary, "  "+w)
+						}
+						why = why[:0]
 					}
 				}
 			}()
@@ -152,9 +175,15 @@ func TestKernelMatrix(t *testing.T) {
 				t.Fatalf("%s: %v", k, err)
 			}
 			t.Logf("%s (guest %s, %s): exit %d, boot to tests %.1fs, total %.1fs", k, res.Release, res.Accel, res.ExitStatus, res.Boot.Seconds(), res.Total.Seconds())
+			inFail := false
 			for _, s := range summary {
 				t.Logf("  %s", s)
 				if strings.HasPrefix(s, "--- FAIL") {
+					inFail = true
+				} else if !strings.HasPrefix(s, "  ") {
+					inFail = false
+				}
+				if inFail {
 					mu.Lock()
 					failed = append(failed, fmt.Sprintf("%s %s: %s", arch, ver, s))
 					mu.Unlock()
@@ -177,6 +206,30 @@ func TestKernelMatrix(t *testing.T) {
 	for _, f := range failed {
 		t.Logf("failed: %s", f)
 	}
+}
+
+// failureDetail reports whether a trimmed line of the guest's test
+// output says why a test failed: testify's "Error:" and "Messages:"
+// lines, a t.Fatal/t.Error line (file.go:N: ...), or a panic.
+func failureDetail(s string) bool {
+	if strings.HasPrefix(s, "Error:") || strings.HasPrefix(s, "Messages:") || strings.HasPrefix(s, "panic:") {
+		return true
+	}
+	file, _, ok := strings.Cut(s, ": ")
+	if !ok || !strings.Contains(file, "_test.go:") || strings.ContainsAny(file, " \t") {
+		return false
+	}
+	// "kernel_test.go:123: " followed by text, not testify's bare
+	// location line that precedes "Error Trace:".
+	return len(s) > len(file)+2
+}
+
+// cut shortens s to n bytes, saying it did.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 // runFilter passes FTPROBE_TEST_RUN to the guest tests as -test.run.
@@ -243,6 +296,26 @@ func TestRunsTest(t *testing.T) {
 	} {
 		if got := runsTest(c.filter, "TestModuleFunction"); got != c.want {
 			t.Errorf("runsTest(%q) = %v, want %v", c.filter, got, c.want)
+		}
+	}
+}
+
+// TestFailureDetail: the lines that say why a guest test failed are
+// kept for the log's tail; testify's bare location line and plain
+// progress lines are not.
+func TestFailureDetail(t *testing.T) {
+	for s, want := range map[string]bool{
+		"Error:      \t\"x\" does not match \"none lost\"":   true,
+		"Messages:   \tfentry: the summaries were [...]":     true,
+		"kernel_test.go:1555: demo exit 1":                   true,
+		"kernel_test.go:1555:":                               false,
+		"Error Trace:\t/src/test/kernel/kernel_test.go:1555": false,
+		"=== RUN   TestDemo":                                 false,
+		"panic: runtime error: index out of range":           true,
+		"ok ftprobe: 3 events":                               false,
+	} {
+		if got := failureDetail(s); got != want {
+			t.Errorf("failureDetail(%q) = %v, want %v", s, got, want)
 		}
 	}
 }
