@@ -780,6 +780,18 @@ static __always_inline int xpass(__u64 *args, __u64 ret, __u32 sel)
 	return xpred(args, ret, sel) != 0;
 }
 
+/* xrejects runs entry predicate psel (from the cookie, cookie_pred) on
+ * args and counts the call when it rejects it: 1 then. A call rejected
+ * this way pushes no frame: the session modes skip or ignore its exit
+ * run, fentry's fexit decides again on the same registers (on_exit). */
+static __always_inline int xrejects(__u64 *args, __u32 psel)
+{
+	if (xpass(args, 0, psel))
+		return 0;
+	count(FTP_STAT_X_REJECT);
+	return 1;
+}
+
 static __always_inline struct xprog *xprog_of(__u32 func_id)
 {
 	if (!FTP_X_ANY)
@@ -1743,10 +1755,8 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 		 * fexit decides again (on_exit), fsession's exit run finds the
 		 * call rejected in its session cookie (session). */
 		fetch_pred(ctx, args, n, first);
-		if (!xpass(args, 0, psel)) {
-			count(FTP_STAT_X_REJECT);
+		if (xrejects(args, psel))
 			return 1;
-		}
 		if (FTP_KEEP_ARGS)
 			fetch_args(ctx, args, n, first, FTP_MAX_ARGS);
 	} else if ((xp = x_entry ? xprog_of((__u32)cookie) : 0) && xp->pentry) {
@@ -1811,8 +1821,20 @@ static __always_inline int session_agg(void *ctx, __u64 *ts, int ret_run, int re
 				return 1;
 		}
 		if (x_entry) {
-			struct xprog *xp = xprog_of((__u32)attach_cookie(ctx));
-			if (xp && xp->pentry) {
+			/* The predicate's number from the cookie (cookie_pred),
+			 * else from xprogs (a number past the cookie's bits, or
+			 * a predicate that reads memory). */
+			__u64 cookie = attach_cookie(ctx);
+			__u32 pn = 0;
+			__u32 psel = cookie_pred(cookie, &pn);
+			if (!psel) {
+				struct xprog *xp = xprog_of((__u32)cookie);
+				if (xp && xp->pentry) {
+					psel = xp->pentry;
+					pn = xp->pred_nargs;
+				}
+			}
+			if (psel) {
 				__u64 args[FTP_MAX_ARGS] = {};
 				if (regs) {
 					struct pt_regs *r = ctx;
@@ -1823,12 +1845,10 @@ static __always_inline int session_agg(void *ctx, __u64 *ts, int ret_run, int re
 					args[4] = FTP_ARG4(r);
 					args[5] = FTP_ARG5(r);
 				} else {
-					fetch_args(ctx, args, bpf_get_func_arg_cnt(ctx), 0, xp->pred_nargs);
+					fetch_pred(ctx, args, fn_nargs(ctx), pn);
 				}
-				if (!xpass(args, 0, xp->pentry)) {
-					count(FTP_STAT_X_REJECT);
+				if (xrejects(args, psel))
 					return 1;
-				}
 			}
 		}
 		count(FTP_STAT_ENTRY_HITS);
@@ -1914,10 +1934,8 @@ static __always_inline int regs_entry(struct pt_regs *ctx, __u8 mode)
 		__u32 psel = cookie_pred(cookie, &pn);
 		if (psel && mode == FTP_MODE_KPROBE_SESSION) {
 			/* In the cookie: no xprogs lookup, and no return run. */
-			if (!xpass(args, 0, psel)) {
-				count(FTP_STAT_X_REJECT);
+			if (xrejects(args, psel))
 				return 1;
-			}
 		} else {
 			struct xprog *xp = xprog_of((__u32)cookie);
 			if (xp && xp->pentry && rejected_at_entry(pid_tgid, (__u32)cookie, xp, args, mode))

@@ -331,3 +331,60 @@ func filterModes(e *env) []string {
 	}
 	return exprModes(e)
 }
+
+// TestStatFilter: stat (tables only) with an entry --filter counts only
+// the calls the predicate lets in, and counts the others as rejected, in
+// the session modes' own aggregation path too (fsession, kprobe.session:
+// the predicate's number from the cookie when it reads argument
+// registers only, from xprogs when it reads memory). The thread makes 200
+// one-byte reads and 30 four-byte reads of /dev/zero.
+func TestStatFilter(t *testing.T) {
+	e := lab(t)
+	modes := exprModes(e)
+	if e.kin.Arch == "arm64" {
+		// The CI budget: the two session paths.
+		modes = []string{attach.ModeKprobeMulti, attach.ModeFSession}
+	}
+	const ones, fours = 200, 30
+	for kind, pred := range map[string]string{
+		"registers": `count == 1`,
+		"memory":    `count == 1 && file->f_path.dentry->d_name.name == "zero"`,
+	} {
+		for _, mode := range modes {
+			t.Run(mode+"/"+kind, func(t *testing.T) {
+				needMode(t, e, mode)
+				o := trace.Options{Patterns: []string{"vfs_read"}, Mode: mode, Quiet: true, Hist: true, Predicates: []string{pred}}
+				evs, sum := traceInThreadWith(t, o, func() {
+					_, err := workload.Run(workload.Spec{Kind: "read", Path: "/dev/zero", Count: ones})
+					require.NoError(t, err)
+					fd, err := unix.Open("/dev/zero", unix.O_RDONLY, 0)
+					require.NoError(t, err)
+					defer unix.Close(fd)
+					for i := 0; i < fours; i++ {
+						n, err := unix.Read(fd, make([]byte, 4))
+						require.NoError(t, err)
+						require.Equal(t, 4, n)
+					}
+				})
+				var final map[string]any
+				for _, ev := range evs {
+					require.Equal(t, "stat", ev["type"], "stat streams no per-call record: %v", ev)
+					if ev["final"] == true {
+						final = ev
+					}
+				}
+				require.NotNil(t, final, "the final table")
+				fns := final["functions"].([]any)
+				require.Len(t, fns, 1, "%v", fns)
+				rd := fns[0].(map[string]any)
+				assert.Equal(t, "vfs_read", rd["function"])
+				assert.EqualValues(t, ones, num(rd["calls"]), "the one-byte reads only")
+				assert.EqualValues(t, ones, num(rd["timed"]), "each with a duration")
+				assert.EqualValues(t, 0, num(rd["errors"]))
+				assert.EqualValues(t, fours, sum.Losses.FilterRejects, "the four-byte reads")
+				assert.Zero(t, sum.Losses.ExprFaults)
+				assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			})
+		}
+	}
+}
