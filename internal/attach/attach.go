@@ -7,7 +7,9 @@ package attach
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -204,7 +206,20 @@ type Tracer struct {
 	closeOnce sync.Once
 	missed    uint64                   // kprobe.multi missed runs read at Detach
 	progFunc  map[*ebpf.Program]string // per-function programs: the function
+	slots     SlotLoads                // fentry/fexit programs by argument reads (loadForFunc)
+}
 
+// ArgReads returns how many per-function trampoline programs (fentry,
+// fexit, fsession) read their arguments straight from ctx and how many
+// the verifier refused that way, loaded reading them through
+// bpf_get_func_arg instead (SlotLoads). Both 0 in the other modes.
+func (t *Tracer) ArgReads() (direct, refused int64) {
+	direct, refused = t.slots.Direct.Load(), t.slots.Refused.Load()
+	if t.tramp != nil {
+		direct += t.tramp.Slots.Direct.Load()
+		refused += t.tramp.Slots.Refused.Load()
+	}
+	return direct, refused
 }
 
 // ValidateRingbufSize checks that n is a power-of-two multiple of the page
@@ -460,7 +475,7 @@ func (t *Tracer) verifyOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 				if n == "ftp_fexit" && f.EntryOnly != "" {
 					break
 				}
-				p, err := loadForFunc(spec.Programs[n], f, func(ps *ebpf.ProgramSpec) (*ebpf.Program, error) {
+				p, err := loadForFunc(spec.Programs[n], f, &t.slots, func(ps *ebpf.ProgramSpec) (*ebpf.Program, error) {
 					local.Programs[n] = ps
 					return loadWithMaps(local, n, repl, cache)
 				})
@@ -721,7 +736,7 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 				// arrives then returns "without entry" only if it
 				// started before the entry probe, which is counted
 				// as in flight, not as a loss.
-				prog, err := loadForFunc(spec.Programs[pt.name], f, func(ps *ebpf.ProgramSpec) (*ebpf.Program, error) {
+				prog, err := loadForFunc(spec.Programs[pt.name], f, &t.slots, func(ps *ebpf.ProgramSpec) (*ebpf.Program, error) {
 					local.Programs[pt.name] = ps
 					return loadWithMaps(local, pt.name, repl, cache)
 				})
@@ -1504,6 +1519,93 @@ func (t *Tracer) Aggregates() ([]FuncAgg, error) {
 	return out, nil
 }
 
+// inlinePredicates splices body (expr.Predicates.Inline) in place of
+// every call of bpf/trace.bpf.c's xpred in spec's programs and drops the
+// stub, then uncalled (the verifier refuses unreachable code). The call's
+// line info goes to the body's first instruction; every jump of the
+// program that spans a call site is lengthened by the body's size.
+// Errors: a jump that no longer fits its offset.
+func inlinePredicates(spec *ebpf.CollectionSpec, body asm.Instructions) error {
+	bodyRaw := 0
+	for _, ins := range body {
+		bodyRaw += int(ins.Size() / asm.InstructionSize)
+	}
+	for name, ps := range spec.Programs {
+		old := ps.Instructions
+		start := slices.IndexFunc(old, func(ins asm.Instruction) bool { return ins.Symbol() == expr.PredicateFunc })
+		if start < 0 {
+			continue
+		}
+		end := len(old)
+		for i := start + 1; i < end; i++ {
+			if old[i].Symbol() != "" {
+				end = i
+				break
+			}
+		}
+		isCall := func(ins *asm.Instruction) bool {
+			return ins.IsFunctionCall() && ins.Reference() == expr.PredicateFunc
+		}
+		// Raw slot of each old instruction, and where it moves.
+		oldRaw := make([]int, len(old)+1)
+		newRaw := make([]int, len(old)+1)
+		for i := range old {
+			n := int(old[i].Size() / asm.InstructionSize)
+			oldRaw[i+1] = oldRaw[i] + n
+			switch {
+			case i >= start && i < end:
+				n = 0 // the stub, dropped
+			case isCall(&old[i]):
+				n = bodyRaw
+			}
+			newRaw[i+1] = newRaw[i] + n
+		}
+		at := make(map[int]int, len(old)) // old raw slot → new raw slot
+		for i := range old {
+			at[oldRaw[i]] = newRaw[i]
+		}
+		at[oldRaw[len(old)]] = newRaw[len(old)]
+		insns := make(asm.Instructions, 0, len(old)+bodyRaw*4)
+		for i := range old {
+			ins := old[i]
+			switch {
+			case i >= start && i < end:
+				continue
+			case isCall(&ins):
+				b := make(asm.Instructions, len(body))
+				copy(b, body)
+				b[0] = b[0].WithMetadata(ins.Metadata)
+				insns = append(insns, b...)
+				continue
+			}
+			if op := ins.OpCode; op.Class().IsJump() && op.JumpOp() != asm.Call && op.JumpOp() != asm.Exit {
+				off := int64(ins.Offset)
+				if op.Class() == asm.Jump32Class && op.JumpOp() == asm.Ja {
+					off = ins.Constant // gotol
+				}
+				to, ok := at[oldRaw[i]+1+int(off)]
+				if !ok {
+					return fmt.Errorf("attach: program %s: inlining the --filter predicates: jump at %d into an instruction", name, i)
+				}
+				noff := to - newRaw[i] - 1
+				if op.Class() == asm.Jump32Class && op.JumpOp() == asm.Ja {
+					ins.Constant = int64(noff)
+				} else if noff < math.MinInt16 || noff > math.MaxInt16 {
+					return fmt.Errorf("attach: program %s: inlining the --filter predicates: a jump of %d instructions", name, noff)
+				} else {
+					ins.Offset = int16(noff)
+				}
+			}
+			insns = append(insns, ins)
+		}
+		ps.Instructions = insns
+		if len(insns) > 1_000_000 {
+			return fmt.Errorf("attach: program %s with the --filter predicates: %d instructions", name, len(insns))
+		}
+	}
+	return nil
+}
+
 // FaultCounterOf is where the compiled --filter predicates of spec (the
 // trace object, bpfobj.LoadTrace) count a faulted read: this CPU's
 // FTP_STAT_X_FAULT counter in ftp_stats (statsRows' layout).
@@ -1526,6 +1628,9 @@ func FaultCounterOf(spec *ebpf.CollectionSpec) (expr.FaultCounter, error) {
 func patchPredicates(spec *ebpf.CollectionSpec, pr *expr.Predicates) error {
 	if pr == nil {
 		return nil
+	}
+	if pr.Inline != nil {
+		return inlinePredicates(spec, pr.Inline)
 	}
 	for name, ps := range spec.Programs {
 		start := -1

@@ -19,6 +19,8 @@ type TrampolineLoader struct {
 	coll *ebpf.Collection
 	maps map[string]*ebpf.Map
 	IDs  *FuncIDs // vmlinux BTF function ids
+	// Slots counts LoadFunc's programs by how their arguments are read.
+	Slots SlotLoads
 }
 
 // NewTrampolineLoader creates spec's maps (those in repl are used as they
@@ -69,7 +71,7 @@ func (l *TrampolineLoader) LoadFunc(name string, at ebpf.AttachType, f *symbols.
 	if ps == nil {
 		return nil, fmt.Errorf("BPF object lacks program %s", name)
 	}
-	return loadForFunc(ps, f, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
+	return loadForFunc(ps, f, &l.Slots, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
 		return LoadTrampoline(c, at, f.BTFName, l.maps, l.IDs)
 	})
 }
@@ -112,7 +114,7 @@ func (t *Tracer) openFSession(spec *ebpf.CollectionSpec, repl map[string]*ebpf.M
 		return func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
 			if f.EntryOnly != "" {
 				if entryOnly == nil { // per worker, made when first needed
-					entryOnly = fentryOnly(spec, repl, opts)
+					entryOnly = fentryOnly(spec, repl, opts, &t.slots)
 				}
 				return entryOnly(f)
 			}
@@ -163,7 +165,9 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 	if len(entryOnly) > 0 {
 		eo := opts
 		eo.Funcs, eo.Progress = entryOnly, nil
-		err := t.perFunction(eo, func() func(*symbols.Func) ([]*ebpf.Program, []link.Link, error) { return fentryOnly(spec, repl, opts) })
+		err := t.perFunction(eo, func() func(*symbols.Func) ([]*ebpf.Program, []link.Link, error) {
+			return fentryOnly(spec, repl, opts, &t.slots)
+		})
 		if len(fs) == 0 {
 			return err
 		}
@@ -251,11 +255,11 @@ func multiProgress(opts Options) {
 // (ftp_fentry, event mode fentry) to one entry-only function: fsession and
 // the tracing multi links run the function's exit too, which the verifier
 // rejects on a noreturn function (kernel/bpf/verifier.c noreturn_deny).
-func fentryOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
+func fentryOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options, slots *SlotLoads) func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
 	local := spec.Copy()
 	cache := opts.BTF
 	return func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
-		prog, err := loadForFunc(spec.Programs["ftp_fentry"], f, func(ps *ebpf.ProgramSpec) (*ebpf.Program, error) {
+		prog, err := loadForFunc(spec.Programs["ftp_fentry"], f, slots, func(ps *ebpf.ProgramSpec) (*ebpf.Program, error) {
 			local.Programs["ftp_fentry"] = ps
 			return loadWithMaps(local, "ftp_fentry", repl, cache)
 		})

@@ -145,22 +145,31 @@ func TestLoadForFuncFallback(t *testing.T) {
 		}
 		return &ebpf.Program{}, nil
 	}
-	p, err := loadForFunc(ps, f, refusePatched)
+	var n SlotLoads
+	p, err := loadForFunc(ps, f, &n, refusePatched)
 	require.NoError(t, err)
 	assert.NotNil(t, p)
 	assert.Equal(t, []int{0, 1}, seen, "patched first, then as compiled")
+	assert.EqualValues(t, 0, n.Direct.Load())
+	assert.EqualValues(t, 1, n.Refused.Load(), "counted as refused")
+	_, err = loadForFunc(ps, f, &n, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) { return &ebpf.Program{}, nil })
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n.Direct.Load(), "the patched copy loaded")
+	assert.EqualValues(t, 1, n.Refused.Load())
 
 	seen = nil
 	noProto := &symbols.Func{Name: "x", BTFName: "x", ProtoErr: "no kernel BTF"}
-	_, err = loadForFunc(ps, noProto, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
+	_, err = loadForFunc(ps, noProto, &n, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
 		seen = append(seen, countImm(c.Instructions, fnSlotsAny))
 		return nil, errors.New("refused")
 	})
 	assert.EqualError(t, err, "refused")
 	assert.Equal(t, []int{1}, seen, "unpatched: one load, its error")
+	assert.EqualValues(t, 1, n.Direct.Load(), "a failed load is not counted")
+	assert.EqualValues(t, 1, n.Refused.Load())
 
 	seen = nil
-	_, err = loadForFunc(ps, f, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
+	_, err = loadForFunc(ps, f, nil, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
 		seen = append(seen, countImm(c.Instructions, fnSlotsAny))
 		return nil, errors.New("operation not permitted")
 	})

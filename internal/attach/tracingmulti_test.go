@@ -3,6 +3,7 @@ package attach
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -122,13 +123,19 @@ func TestTrampolineCode(t *testing.T) {
 func TestTrampolineCodePredicates(t *testing.T) {
 	spec, err := bpfobj.LoadTrace()
 	require.NoError(t, err)
-	plan := &expr.Plan{Terms: []expr.Term{{Fetch: expr.Fetch{Src: 2, Size: 8}, Op: expr.OpEQ, K: 0x5eedf11e5eedf11e}},
+	// A read of memory (arg0->+16): the subprogram, called.
+	plan := &expr.Plan{Terms: []expr.Term{{Fetch: expr.Fetch{Src: 0, Loads: []int32{16}, Size: 8}, Op: expr.OpEQ, K: 0x5eedf11e5eedf11e}},
 		EntryOps: []byte{expr.BoolPush}}
 	pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan}, mustFaults(t, spec))
 	require.NoError(t, err)
+	require.Nil(t, pr.Inline)
 	require.NoError(t, patchPredicates(spec, pr))
+	// The body up to its fault counter's map address (which the loader
+	// resolves).
+	k := slices.IndexFunc(pr.Insns, func(ins asm.Instruction) bool { return ins.IsLoadFromMap() })
+	require.Positive(t, k)
 	var body bytes.Buffer
-	require.NoError(t, pr.Insns.Marshal(&body, binary.LittleEndian))
+	require.NoError(t, pr.Insns[:k].Marshal(&body, binary.LittleEndian))
 
 	ids, _ := fakeKernel(t, 5)
 	fds := map[string]asm.FDer{}
@@ -153,6 +160,53 @@ func TestTrampolineCodePredicates(t *testing.T) {
 			}
 		}
 		assert.Positive(t, calls, name)
+	}
+}
+
+// TestTrampolineCodeInlinePredicates: a predicate that reads no memory
+// is spliced in place of each call of xpred (expr.Predicates.Inline):
+// the marshalled programs hold one copy per former call site, no
+// BPF-to-BPF call and no xpred stub. (The jumps around the sites are
+// checked by the kernel: TestVerifyHost, the lab's filter tests.)
+func TestTrampolineCodeInlinePredicates(t *testing.T) {
+	spec, err := bpfobj.LoadTrace()
+	require.NoError(t, err)
+	sites := map[string]int{}
+	for name, ps := range spec.Programs {
+		for _, ins := range ps.Instructions {
+			if ins.IsFunctionCall() && ins.Reference() == expr.PredicateFunc {
+				sites[name]++
+			}
+		}
+	}
+	plan := &expr.Plan{Terms: []expr.Term{{Fetch: expr.Fetch{Src: 2, Size: 8}, Op: expr.OpEQ, K: 0x5eedf11e5eedf11e}},
+		EntryOps: []byte{expr.BoolPush}}
+	pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan}, mustFaults(t, spec))
+	require.NoError(t, err)
+	require.NotNil(t, pr.Inline)
+	require.NoError(t, patchPredicates(spec, pr))
+	var body bytes.Buffer
+	require.NoError(t, pr.Inline.Marshal(&body, binary.LittleEndian))
+	ids, _ := fakeKernel(t, 5)
+	fds := map[string]asm.FDer{}
+	for i, name := range []string{".rodata", ".bss", "events", "tframes", "stacks", "zero_stack", "aggs", "errs", "tgids", "xprogs", "xscratch"} {
+		fds[name] = fakeFD(100 + i)
+	}
+	for _, name := range []string{"ftp_fentry", "ftp_fexit", "ftp_fsession", "ftp_fentry_multi"} {
+		require.Positive(t, sites[name], "%s calls xpred", name)
+		for _, ins := range spec.Programs[name].Instructions {
+			assert.NotEqual(t, expr.PredicateFunc, ins.Symbol(), "%s: the stub is dropped", name)
+		}
+		code, err := trampolineCode(spec.Programs[name], fds, ids)
+		require.NoError(t, err, name)
+		assert.Equal(t, sites[name], bytes.Count(code, body.Bytes()), "%s: one copy per call site", name)
+		for off := 0; off < len(code); off += asm.InstructionSize {
+			op, src := code[off], code[off+1]>>4
+			assert.False(t, op == 0x85 && src == 1, "%s: a BPF-to-BPF call at %d", name, off/8)
+			if op == 0x18 {
+				off += asm.InstructionSize
+			}
+		}
 	}
 }
 

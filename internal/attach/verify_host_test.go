@@ -22,10 +22,12 @@ func TestVerifyHost(t *testing.T) {
 		t.Skip("manual")
 	}
 	for _, c := range []struct {
-		obj string
-		x   [3]uint8
-	}{{"general", [3]uint8{0, 0, 0}}, {"general", [3]uint8{0, 0, 1}}, {"general", [3]uint8{0, 1, 0}}, {"general", [3]uint8{1, 0, 0}}, {"general", [3]uint8{1, 1, 1}},
-		{"filter", [3]uint8{1, 0, 0}}, {"filter", [3]uint8{0, 1, 0}}, {"filter", [3]uint8{1, 1, 0}}} {
+		obj    string
+		x      [3]uint8
+		scalar bool // registers only: the predicates inlined (Predicates.Inline)
+	}{{"general", [3]uint8{0, 0, 0}, false}, {"general", [3]uint8{0, 0, 1}, false}, {"general", [3]uint8{0, 1, 0}, false}, {"general", [3]uint8{1, 0, 0}, false}, {"general", [3]uint8{1, 1, 1}, false},
+		{"filter", [3]uint8{1, 0, 0}, false}, {"filter", [3]uint8{0, 1, 0}, false}, {"filter", [3]uint8{1, 1, 0}, false},
+		{"general", [3]uint8{1, 1, 0}, true}, {"filter", [3]uint8{1, 0, 0}, true}, {"filter", [3]uint8{1, 1, 0}, true}} {
 		x := c.x
 		load := bpfobj.LoadTrace
 		if c.obj == "filter" {
@@ -63,9 +65,27 @@ func TestVerifyHost(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%s %v: %d .rodata loads inlined", c.obj, x, inlined)
-		pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan, 1: wide}, mustFaults(t, spec))
+		plans := map[uint32]*expr.Plan{0: plan, 1: wide}
+		if c.scalar {
+			// count == 1 at entry, ret == -2 at exit; 8 comparisons of
+			// arguments and ret at entry of function 1.
+			scalar := &expr.Plan{Terms: []expr.Term{plan.Terms[0], plan.Terms[2]}, EntryOps: []byte{expr.BoolPush}, ExitOps: []byte{expr.BoolPush | 1}}
+			many := &expr.Plan{}
+			for i := 0; i < expr.MaxTerms; i++ {
+				many.Terms = append(many.Terms, expr.Term{Fetch: expr.Fetch{Src: uint8(i % 6), Size: 4}, Op: expr.OpGT, K: uint64(i)})
+				many.EntryOps = append(many.EntryOps, expr.BoolPush|byte(i))
+				if i > 0 {
+					many.EntryOps = append(many.EntryOps, expr.BoolAnd)
+				}
+			}
+			plans = map[uint32]*expr.Plan{0: scalar, 1: many}
+		}
+		pr, err := expr.CompilePredicates(plans, mustFaults(t, spec))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if c.scalar != (pr.Inline != nil) {
+			t.Fatalf("scalar %v: inline code %v", c.scalar, pr.Inline != nil)
 		}
 		if err := patchPredicates(spec, pr); err != nil {
 			t.Fatal(err)
@@ -80,7 +100,7 @@ func TestVerifyHost(t *testing.T) {
 			}
 			p := coll.Programs[name]
 			lines := strings.Split(strings.TrimSpace(p.VerifierLog), "\n")
-			fmt.Printf("%s %v %s: %s\n", c.obj, x, name, strings.Join(lines[max(0, len(lines)-3):], " | "))
+			fmt.Printf("%s %v scalar %v %s: %s\n", c.obj, x, c.scalar, name, strings.Join(lines[max(0, len(lines)-3):], " | "))
 			p.Close()
 			coll.Close()
 		}

@@ -23,6 +23,7 @@ import (
 type vm struct {
 	regions []region
 	steps   int
+	inline  bool // runInline: running past the end returns r0
 }
 
 type region struct {
@@ -57,6 +58,40 @@ func (m *vm) find(addr uint64, n int) []byte {
 		}
 	}
 	return nil
+}
+
+// runBoth runs pr's subprogram (run) and, when it has one, its inline
+// form (runInline), which must decide the same.
+func (m *vm) runBoth(t *testing.T, pr *Predicates, args [MaxArgs]uint64, ret, sel uint64) (pass bool, faults uint64) {
+	t.Helper()
+	pass, faults = m.run(t, pr.Insns, args, ret, sel)
+	if pr.Inline != nil {
+		ip, ifl := m.runInline(t, pr.Inline, args, ret, sel)
+		assert.Equal(t, pass, ip, "the inline code decides as the subprogram (args %x ret %#x sel %d)", args, ret, sel)
+		assert.Equal(t, faults, ifl, "the inline code reads no memory")
+	}
+	return pass, faults
+}
+
+// runInline runs code spliced in place of a call of xpred: it must
+// touch neither r6-r9 nor the stack (the caller's), contain no exit and
+// no call, and leave its result in r0 when it runs past its end.
+func (m *vm) runInline(t *testing.T, insns asm.Instructions, args [MaxArgs]uint64, ret, sel uint64) (pass bool, faults uint64) {
+	t.Helper()
+	for i, ins := range insns {
+		for _, r := range []asm.Register{ins.Dst, ins.Src} {
+			if ins.OpCode.IsDWordLoad() && r == ins.Src {
+				continue // a pseudo source, not a register
+			}
+			require.LessOrEqual(t, r, asm.R5, "insn %d: %v uses a register the caller keeps, or the stack", i, ins)
+		}
+		if ins.OpCode.Class().IsJump() {
+			require.NotContains(t, []asm.JumpOp{asm.Exit, asm.Call}, ins.OpCode.JumpOp(), "insn %d: %v", i, ins)
+		}
+	}
+	m.inline = true
+	defer func() { m.inline = false }()
+	return m.run(t, insns, args, ret, sel)
 }
 
 func (m *vm) run(t *testing.T, insns asm.Instructions, args [MaxArgs]uint64, ret, sel uint64) (pass bool, faults uint64) {
@@ -100,6 +135,10 @@ func (m *vm) run(t *testing.T, insns asm.Instructions, args [MaxArgs]uint64, ret
 	pc := 0
 	for steps := 0; ; steps++ {
 		require.Less(t, steps, 100000, "runaway program")
+		if m.inline && pc == len(insns) {
+			require.LessOrEqual(t, r[0], uint64(1), "the inline code leaves 0 or 1")
+			return r[0] == 1, 0
+		}
 		require.Less(t, pc, len(insns), "fell off the end")
 		ins := insns[pc]
 		op := ins.OpCode
@@ -107,6 +146,10 @@ func (m *vm) run(t *testing.T, insns asm.Instructions, args [MaxArgs]uint64, ret
 		jump := func(cond bool) {
 			if cond {
 				target := raw[pc] + 1 + int(ins.Offset)
+				if m.inline && target == len(idx) {
+					next = len(insns) // past the end: the caller's next instruction
+					return
+				}
 				require.True(t, target >= 0 && target < len(idx) && idx[target] >= 0, "jump into nowhere at %d: %v", pc, ins)
 				next = idx[target]
 			}
@@ -261,17 +304,19 @@ func compileOne(t *testing.T, src string) (*Plan, *Predicates) {
 
 func TestPredicateScalars(t *testing.T) {
 	_, pr := compileOne(t, "count == 1")
+	require.NotNil(t, pr.Inline, "reads no memory: inlined at each call")
+	assert.Equal(t, "--filter compiled to 14 BPF instructions (1 distinct program), inlined where the programs decide (no memory read: no call)", pr.Describe())
 	m := &vm{}
 	for _, c := range []struct {
 		count uint64
 		pass  bool
 	}{{1, true}, {0, false}, {4096, false}, {1 | 1<<40, false}} {
-		pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{kernelMem, userMem, c.count}, 0, uint64(pr.Entry[7]))
+		pass, faults := m.runBoth(t, pr, [MaxArgs]uint64{kernelMem, userMem, c.count}, 0, uint64(pr.Entry[7]))
 		assert.Equal(t, c.pass, pass, "count %d", c.count)
 		assert.Zero(t, faults)
 	}
 	// No predicate selected: the call passes.
-	pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{}, 0, 0)
+	pass, _ := m.runBoth(t, pr, [MaxArgs]uint64{}, 0, 0)
 	assert.True(t, pass)
 
 	// Entry and exit halves; a signed ret compared with an errno.
@@ -280,7 +325,9 @@ func TestPredicateScalars(t *testing.T) {
 	x := p.Encode()
 	assert.Equal(t, uint8(1), x.EntryRegs)
 	assert.Equal(t, uint8(3), x.PredNargs, "count is the third argument")
-	p, _ = compileOne(t, "file->f_mode & 0x4")
+	p, mem := compileOne(t, "file->f_mode & 0x4")
+	assert.Nil(t, mem.Inline, "a read of memory (a helper call): the subprogram only")
+	assert.Equal(t, "--filter compiled to 35 BPF instructions (1 distinct program), a subprogram", mem.Describe())
 	x = p.Encode()
 	assert.Equal(t, uint8(0), x.EntryRegs, "a read of memory: the fexit cannot decide again")
 	assert.Equal(t, uint8(1), x.PredNargs)
@@ -289,9 +336,9 @@ func TestPredicateScalars(t *testing.T) {
 		count, ret  uint64
 		entry, exit bool
 	}{{8192, 0, true, false}, {4096, ^uint64(10), false, true}, {1 << 20, ^uint64(10), true, true}, {4097, ^uint64(1), true, false}} {
-		pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, c.count}, 0, uint64(pr.Entry[7]))
+		pass, _ := m.runBoth(t, pr, [MaxArgs]uint64{0, 0, c.count}, 0, uint64(pr.Entry[7]))
 		assert.Equal(t, c.entry, pass, "entry count %d", c.count)
-		pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, c.count}, c.ret, uint64(pr.Exit[7]))
+		pass, _ = m.runBoth(t, pr, [MaxArgs]uint64{0, 0, c.count}, c.ret, uint64(pr.Exit[7]))
 		assert.Equal(t, c.exit, pass, "exit ret %d", int64(c.ret))
 	}
 
@@ -302,7 +349,7 @@ func TestPredicateScalars(t *testing.T) {
 		count uint64
 		pass  bool
 	}{{0x5eedf11e5eedf11e, true}, {2, false}, {3, true}, {0, false}} {
-		pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, c.count}, 0, uint64(pr.Entry[7]))
+		pass, _ := m.runBoth(t, pr, [MaxArgs]uint64{0, 0, c.count}, 0, uint64(pr.Entry[7]))
 		assert.Equal(t, c.pass, pass, "count %#x", c.count)
 	}
 }
@@ -359,7 +406,7 @@ func TestPredicateMemory(t *testing.T) {
 			if c.withoutFile {
 				f = 0
 			}
-			pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{f, userMem, 1}, 0, uint64(pr.Entry[7]))
+			pass, faults := m.runBoth(t, pr, [MaxArgs]uint64{f, userMem, 1}, 0, uint64(pr.Entry[7]))
 			assert.Equal(t, c.pass, pass)
 			assert.Equal(t, c.faults, faults)
 		})
@@ -368,7 +415,7 @@ func TestPredicateMemory(t *testing.T) {
 	// A user-space string (buf): read with the user helper.
 	m.put(userMem, []byte("abc\x00"))
 	_, pr := compileOne(t, `buf == "abc"`)
-	pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{0, userMem, 0}, 0, uint64(pr.Entry[7]))
+	pass, faults := m.runBoth(t, pr, [MaxArgs]uint64{0, userMem, 0}, 0, uint64(pr.Entry[7]))
 	assert.True(t, pass)
 	assert.Zero(t, faults)
 }
@@ -390,12 +437,12 @@ func TestPredicateTwoValues(t *testing.T) {
 		count uint64
 		pass  bool
 	}{{9, true}, {8, false}, {1, false}, {1 << 33, true}} {
-		pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{file, 0, c.count}, 0, uint64(pr.Entry[7]))
+		pass, faults := m.runBoth(t, pr, [MaxArgs]uint64{file, 0, c.count}, 0, uint64(pr.Entry[7]))
 		assert.Equal(t, c.pass, pass, "count %d", c.count)
 		assert.Zero(t, faults)
 	}
 	// The right-hand read faults: false, counted.
-	pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, 9}, 0, uint64(pr.Entry[7]))
+	pass, faults := m.runBoth(t, pr, [MaxArgs]uint64{0, 0, 9}, 0, uint64(pr.Entry[7]))
 	assert.False(t, pass)
 	assert.Equal(t, uint64(1), faults)
 
@@ -408,9 +455,9 @@ func TestPredicateTwoValues(t *testing.T) {
 	assert.True(t, p.ExitArgs)
 	pr, err = CompilePredicates(map[uint32]*Plan{7: p}, testFaults)
 	require.NoError(t, err)
-	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, 5}, 3, uint64(pr.Exit[7]))
+	pass, _ = m.runBoth(t, pr, [MaxArgs]uint64{0, 0, 5}, 3, uint64(pr.Exit[7]))
 	assert.True(t, pass, "3 < 5")
-	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, 5}, ^uint64(0), uint64(pr.Exit[7]))
+	pass, _ = m.runBoth(t, pr, [MaxArgs]uint64{0, 0, 5}, ^uint64(0), uint64(pr.Exit[7]))
 	assert.False(t, pass, "-1 as unsigned is not < 5")
 	assert.True(t, signedCompare(Fetch{Size: 4, Signed: true}, Fetch{Size: 1}))
 	assert.False(t, signedCompare(Fetch{Size: 4, Signed: true}, Fetch{Size: 4}))
@@ -431,11 +478,11 @@ func TestPredicateBitfields(t *testing.T) {
 	assert.Equal(t, Fetch{Loads: []int32{112}, Size: 1, Bits: 3}, p.Terms[0].Fetch)
 	pr, err := CompilePredicates(map[uint32]*Plan{7: p}, testFaults)
 	require.NoError(t, err)
-	pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[7]))
+	pass, faults := m.runBoth(t, pr, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[7]))
 	assert.True(t, pass)
 	assert.Zero(t, faults)
 	f[112] = 0b0000_0010
-	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[7]))
+	pass, _ = m.runBoth(t, pr, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[7]))
 	assert.False(t, pass, "f_bits = 2")
 
 	// A signed 4-bit field at bit 7 of a 2-byte read: 0b1010 is -6.
@@ -443,7 +490,7 @@ func TestPredicateBitfields(t *testing.T) {
 	pr, err = CompilePredicates(map[uint32]*Plan{1: {Terms: []Term{t6}, EntryOps: []byte{BoolPush}}}, testFaults)
 	require.NoError(t, err)
 	f[200], f[201] = 0x00, 0b0000_0101 // bits 7..10 = 1010 (bit 7 in byte 0 is 0, bits 8..10 = 101)
-	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[1]))
+	pass, _ = m.runBoth(t, pr, [MaxArgs]uint64{file}, 0, uint64(pr.Entry[1]))
 	assert.True(t, pass, "-6")
 
 	// As an --arg value: the byte read, and the shift and width in the
@@ -504,13 +551,13 @@ func TestPredicateSharing(t *testing.T) {
 	m := &vm{}
 	for id, want := range map[uint32][2]bool{1: {true, false}, 3: {false, true}} {
 		for i, count := range []uint64{1, 2} {
-			pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, count}, 0, uint64(pr.Entry[id]))
+			pass, _ := m.runBoth(t, pr, [MaxArgs]uint64{0, 0, count}, 0, uint64(pr.Entry[id]))
 			assert.Equal(t, want[i], pass, "function %d count %d", id, count)
 		}
 	}
-	pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{}, ^uint64(1), uint64(pr.Exit[4]))
+	pass, _ := m.runBoth(t, pr, [MaxArgs]uint64{}, ^uint64(1), uint64(pr.Exit[4]))
 	assert.True(t, pass)
-	pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{}, ^uint64(2), uint64(pr.Exit[4]))
+	pass, _ = m.runBoth(t, pr, [MaxArgs]uint64{}, ^uint64(2), uint64(pr.Exit[4]))
 	assert.False(t, pass)
 
 	none, err := CompilePredicates(map[uint32]*Plan{1: {Values: []Value{{Expr: "count"}}}}, testFaults)
@@ -524,7 +571,7 @@ func TestPredicateTruthTable(t *testing.T) {
 	_, pr := compileOne(t, src)
 	m := &vm{}
 	for count := uint64(0); count < 12; count++ {
-		pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, count}, 0, uint64(pr.Entry[7]))
+		pass, _ := m.runBoth(t, pr, [MaxArgs]uint64{0, 0, count}, 0, uint64(pr.Entry[7]))
 		assert.Equal(t, count == 0 || count > 8, pass, fmt.Sprint("count ", count))
 	}
 	tab, err := Table([]byte{BoolPush | 0, BoolPush | 1, BoolOr, BoolNot}, 2)
@@ -554,9 +601,9 @@ func TestPredicateManyPrograms(t *testing.T) {
 	assert.Equal(t, 1000, pr.Programs)
 	m := &vm{}
 	for _, id := range []uint32{0, 517, 999} {
-		pass, _ := m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, uint64(id)}, 0, uint64(pr.Entry[id]))
+		pass, _ := m.runBoth(t, pr, [MaxArgs]uint64{0, 0, uint64(id)}, 0, uint64(pr.Entry[id]))
 		assert.True(t, pass, "function %d, its own count", id)
-		pass, _ = m.run(t, pr.Insns, [MaxArgs]uint64{0, 0, uint64(id + 1)}, 0, uint64(pr.Entry[id]))
+		pass, _ = m.runBoth(t, pr, [MaxArgs]uint64{0, 0, uint64(id + 1)}, 0, uint64(pr.Entry[id]))
 		assert.False(t, pass, "function %d, another count", id)
 	}
 }
@@ -608,7 +655,7 @@ func TestPredicateBitfieldLayout(t *testing.T) {
 		p, err := one(t, c.src, e)
 		require.NoError(t, err, c.src)
 		pr := compile(t, map[uint32]*Plan{7: p})
-		pass, faults := m.run(t, pr.Insns, [MaxArgs]uint64{addr, uint64(c.s)}, 0, uint64(pr.Entry[7]))
+		pass, faults := m.runBoth(t, pr, [MaxArgs]uint64{addr, uint64(c.s)}, 0, uint64(pr.Entry[7]))
 		assert.Equal(t, c.pass, pass, c.src)
 		assert.Zero(t, faults, c.src)
 	}

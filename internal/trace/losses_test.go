@@ -46,3 +46,10 @@ func TestSummaryWindow(t *testing.T) {
 	b := s.JSON()
 	assert.Contains(t, string(b), `"elapsed_ns":1000000000,"attach_ns":20000000,"detach_ns":30000000`)
 }
+
+// TestArgReadsText: -v's line on how the per-function programs read
+// their arguments.
+func TestArgReadsText(t *testing.T) {
+	assert.Equal(t, "2 per-function programs read their arguments straight from ctx", argReadsText(2, 0))
+	assert.Equal(t, "0 per-function programs read their arguments straight from ctx; 4 through bpf_get_func_arg (the verifier refused the direct reads)", argReadsText(0, 4))
+}

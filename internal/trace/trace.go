@@ -324,12 +324,25 @@ func (s *session) reportAttached(o Options, t *attach.Tracer, res *symbols.Resol
 	}
 	if o.Verbose {
 		fmt.Fprintf(o.Log, "ftprobe: BPF object: %s (frames in %s)\n", t.DataPath, t.Frames)
+		if direct, refused := t.ArgReads(); direct+refused > 0 {
+			fmt.Fprintf(o.Log, "ftprobe: %s\n", argReadsText(direct, refused))
+		}
 	}
 	variant := ""
 	if t.Variant != "" {
 		variant = " (" + t.Variant + ")"
 	}
 	fmt.Fprintf(o.Log, "ftprobe: tracing %d functions in %s mode%s (%s)\n", len(t.Attached), t.Mode, variant, res.SkipSummary())
+}
+
+// argReadsText says how the per-function trampoline programs read their
+// arguments (attach.Tracer.ArgReads).
+func argReadsText(direct, refused int64) string {
+	out := fmt.Sprintf("%d per-function programs read their arguments straight from ctx", direct)
+	if refused > 0 {
+		out += fmt.Sprintf("; %d through bpf_get_func_arg (the verifier refused the direct reads)", refused)
+	}
+	return out
 }
 
 // stackSymbolizer reads kallsyms for --stack (nil without it). Read after

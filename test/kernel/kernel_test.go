@@ -2012,3 +2012,44 @@ func TestPidExitsLater(t *testing.T) {
 	assert.Regexp(t, fmt.Sprintf(`; --pid %d exited \d+(\.\d+)?m?s into the trace; none lost`, pid), log.String())
 	assertNothingAttached(t)
 }
+
+// TestArgReads: the per-function trampoline programs (fentry and fexit,
+// fsession) are loaded with vfs_read's argument count patched in and
+// read its four argument registers straight from ctx; -v says how many
+// programs the kernel took that way and how many it refused (then read
+// through bpf_get_func_arg). Every program is counted one way or the
+// other; 7.x kernels take the direct reads (the data-path figures in
+// README rely on it). The arguments recorded are the call's: count 1,
+// the workload's buffer size.
+func TestArgReads(t *testing.T) {
+	e := lab(t)
+	line := regexp.MustCompile(`ftprobe: (\d+) per-function programs read their arguments straight from ctx(?:; (\d+) through bpf_get_func_arg)?`)
+	for _, c := range []struct {
+		mode  string
+		progs int
+	}{{attach.ModeFentry, 2}, {attach.ModeFSession, 1}} {
+		t.Run(c.mode, func(t *testing.T) {
+			needMode(t, e, c.mode)
+			var log bytes.Buffer
+			evs, sum := traceInThreadWith(t, trace.Options{Patterns: []string{"vfs_read"}, Mode: c.mode, Log: &log, Verbose: true}, func() {
+				_, err := workload.Run(workload.Spec{Kind: "read", Path: "/dev/zero", Count: 3})
+				require.NoError(t, err)
+			})
+			m := line.FindStringSubmatch(log.String())
+			require.NotNil(t, m, "log:\n%s", log.String())
+			direct, _ := strconv.Atoi(m[1])
+			refused, _ := strconv.Atoi("0" + m[2])
+			assert.Equal(t, c.progs, direct+refused, "every program counted: %s", m[0])
+			if e.kin.Major >= 7 {
+				assert.Zero(t, refused, "7.x takes the direct reads: %s", m[0])
+			}
+			entries := filterEvents(evs, "entry", "vfs_read")
+			require.Len(t, entries, 3, "%v", evs)
+			for i, ev := range entries {
+				assert.EqualValues(t, 1, argInt32(ev, 2), "entry %d: count", i)
+			}
+			assert.Len(t, filterEvents(evs, "exit", "vfs_read"), 3)
+			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+		})
+	}
+}
