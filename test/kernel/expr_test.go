@@ -366,18 +366,10 @@ func TestStatFilter(t *testing.T) {
 						require.Equal(t, 4, n)
 					}
 				})
-				var final map[string]any
-				for _, ev := range evs {
-					require.Equal(t, "stat", ev["type"], "stat streams no per-call record: %v", ev)
-					if ev["final"] == true {
-						final = ev
-					}
-				}
-				require.NotNil(t, final, "the final table")
-				fns := final["functions"].([]any)
-				require.Len(t, fns, 1, "%v", fns)
-				rd := fns[0].(map[string]any)
-				assert.Equal(t, "vfs_read", rd["function"])
+				byName := statTables(t, evs)
+				require.Len(t, byName, 1, "%v", byName)
+				rd := byName["vfs_read"]
+				require.NotNil(t, rd, "%v", byName)
 				assert.EqualValues(t, ones, num(rd["calls"]), "the one-byte reads only")
 				assert.EqualValues(t, ones, num(rd["timed"]), "each with a duration")
 				assert.EqualValues(t, 0, num(rd["errors"]))
