@@ -560,8 +560,12 @@ volatile const __u64 only_cookie = 0;
 
 static __always_inline __u64 attach_cookie(void *ctx)
 {
-	if (only_cookie)
-		return only_cookie;
+	/* One read: two (volatile) reads share the address in a register,
+	 * and attach.inlineRodata folds a kept address's loads only into
+	 * 32-bit immediates, which a cookie does not fit. */
+	__u64 c = only_cookie;
+	if (c)
+		return c;
 	return bpf_get_attach_cookie(ctx);
 }
 

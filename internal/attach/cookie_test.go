@@ -3,6 +3,9 @@ package attach
 import (
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"github.com/stretchr/testify/require"
+
 	"github.com/stretchr/testify/assert"
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
@@ -99,5 +102,31 @@ func TestOnlyCookie(t *testing.T) {
 	}
 	if got := o.onlyCookie(nil); got != 0 {
 		t.Errorf("onlyCookie(none) = %#x, want 0", got)
+	}
+}
+
+// TestOnlyCookieInlined: with only_cookie set (a 64-bit cookie, which
+// no 32-bit immediate holds), inlineRodata leaves no load of it in any
+// trace program of the objects that read it: each read becomes a 64-bit
+// immediate, so the verifier knows the cookie (and the predicate number
+// and argument count in it) and drops the branches it decides.
+func TestOnlyCookieInlined(t *testing.T) {
+	for name, load := range map[string]func() (*ebpf.CollectionSpec, error){
+		"lean": bpfobj.LoadTraceLean, "filter": bpfobj.LoadTraceFilter, "stat": bpfobj.LoadTraceStat, "general": bpfobj.LoadTrace,
+	} {
+		spec, err := load()
+		require.NoError(t, err)
+		v := spec.Variables["only_cookie"]
+		require.NotNil(t, v, name)
+		require.NoError(t, v.Set(uint64(0x5200043100000003)))
+		_, err = inlineRodata(spec)
+		require.NoError(t, err)
+		for pn, ps := range spec.Programs {
+			for i, ins := range ps.Instructions {
+				if ins.IsLoadFromMap() && ins.Reference() == ".rodata" && uint32(uint64(ins.Constant)>>32) == v.Offset {
+					t.Errorf("%s %s: insn %d still loads only_cookie: %v", name, pn, i, ins)
+				}
+			}
+		}
 	}
 }
