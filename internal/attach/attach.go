@@ -1524,12 +1524,14 @@ func (t *Tracer) Aggregates() ([]FuncAgg, error) {
 // stub, then uncalled (the verifier refuses unreachable code). The call's
 // line info goes to the body's first instruction; every jump of the
 // program that spans a call site is lengthened by the body's size.
-// Errors: a jump that no longer fits its offset.
+// Errors: a jump that no longer fits its offset; spec is then left as it
+// was (every program is rewritten only once all of them could be).
 func inlinePredicates(spec *ebpf.CollectionSpec, body asm.Instructions) error {
 	bodyRaw := 0
 	for _, ins := range body {
 		bodyRaw += int(ins.Size() / asm.InstructionSize)
 	}
+	done := map[*ebpf.ProgramSpec]asm.Instructions{}
 	for name, ps := range spec.Programs {
 		old := ps.Instructions
 		start := slices.IndexFunc(old, func(ins asm.Instruction) bool { return ins.Symbol() == expr.PredicateFunc })
@@ -1574,7 +1576,9 @@ func inlinePredicates(spec *ebpf.CollectionSpec, body asm.Instructions) error {
 			case isCall(&ins):
 				b := make(asm.Instructions, len(body))
 				copy(b, body)
-				b[0] = b[0].WithMetadata(ins.Metadata)
+				// The call's source line (and symbol, were it a
+				// function's first instruction), not its target.
+				b[0] = b[0].WithMetadata(ins.Metadata).WithReference("")
 				insns = append(insns, b...)
 				continue
 			}
@@ -1598,10 +1602,13 @@ func inlinePredicates(spec *ebpf.CollectionSpec, body asm.Instructions) error {
 			}
 			insns = append(insns, ins)
 		}
-		ps.Instructions = insns
 		if len(insns) > 1_000_000 {
 			return fmt.Errorf("attach: program %s with the --filter predicates: %d instructions", name, len(insns))
 		}
+		done[ps] = insns
+	}
+	for ps, insns := range done {
+		ps.Instructions = insns
 	}
 	return nil
 }
@@ -1630,7 +1637,11 @@ func patchPredicates(spec *ebpf.CollectionSpec, pr *expr.Predicates) error {
 		return nil
 	}
 	if pr.Inline != nil {
-		return inlinePredicates(spec, pr.Inline)
+		if err := inlinePredicates(spec, pr.Inline); err == nil {
+			return nil
+		}
+		// A jump that no longer fits (inlinePredicates changed
+		// nothing): the subprogram, called.
 	}
 	for name, ps := range spec.Programs {
 		start := -1

@@ -210,6 +210,36 @@ func TestTrampolineCodeInlinePredicates(t *testing.T) {
 	}
 }
 
+// TestInlinePredicatesTooFar: inline code so long that a jump around a
+// call site no longer fits its 16-bit offset is refused with the spec
+// left as it was, and patchPredicates then calls the subprogram.
+func TestInlinePredicatesTooFar(t *testing.T) {
+	spec, err := bpfobj.LoadTraceFilter()
+	require.NoError(t, err)
+	before := map[string]asm.Instructions{}
+	for name, ps := range spec.Programs {
+		before[name] = slices.Clone(ps.Instructions)
+	}
+	long := make(asm.Instructions, 40000)
+	for i := range long {
+		long[i] = asm.Mov.Imm(asm.R0, 1)
+	}
+	err = inlinePredicates(spec, long)
+	require.ErrorContains(t, err, "a jump of")
+	for name, ps := range spec.Programs {
+		assert.Equal(t, before[name], ps.Instructions, "%s unchanged", name)
+	}
+	pr := &expr.Predicates{Insns: asm.Instructions{asm.Mov.Imm(asm.R0, 1), asm.Return()}, Inline: long, Programs: 1}
+	require.NoError(t, patchPredicates(spec, pr))
+	calls := 0
+	for _, ins := range spec.Programs["ftp_fentry"].Instructions {
+		if ins.IsFunctionCall() && ins.Reference() == expr.PredicateFunc {
+			calls++
+		}
+	}
+	assert.Positive(t, calls, "the subprogram, called")
+}
+
 func mustFaults(t *testing.T, spec *ebpf.CollectionSpec) expr.FaultCounter {
 	t.Helper()
 	fc, err := FaultCounterOf(spec)

@@ -181,11 +181,29 @@ func CompilePredicates(plans map[uint32]*Plan, faults FaultCounter) (*Predicates
 		}
 	}
 	if inlinable {
-		if out.Inline, err = assemble(true); err != nil {
-			return nil, err
+		// Beyond MaxInline slots the subprogram stays: each copy
+		// lengthens the jumps around its call site (16-bit offsets).
+		if in, err := assemble(true); err == nil && rawSlots(in) <= MaxInline {
+			out.Inline = in
 		}
 	}
 	return out, nil
+}
+
+// MaxInline is the most slots (8-byte instructions) of predicate code
+// spliced in place of each call of xpred (Predicates.Inline): a trace
+// program has at most 3 call sites, so its jumps grow by at most 1,536
+// slots, far inside the 32,767 a jump reaches.
+const MaxInline = 512
+
+// rawSlots is the number of 8-byte slots insns take (a 64-bit immediate
+// load takes two).
+func rawSlots(insns asm.Instructions) int {
+	n := 0
+	for _, ins := range insns {
+		n += int(ins.Size() / asm.InstructionSize)
+	}
+	return n
 }
 
 // labelEnd is the label past the last instruction: where the inline

@@ -591,6 +591,19 @@ func TestPredicateManyPrograms(t *testing.T) {
 	}
 	assert.Equal(t, 1, compile(t, plans).Programs)
 
+	// 40 one-comparison programs (~10 slots each): inlined.
+	plans = map[uint32]*Plan{}
+	for id := uint32(0); id < 40; id++ {
+		p, err := one(t, fmt.Sprintf("count == %d", id), env())
+		require.NoError(t, err)
+		plans[id] = p
+	}
+	pr40 := compile(t, plans)
+	require.NotNil(t, pr40.Inline)
+	assert.LessOrEqual(t, rawSlots(pr40.Inline), MaxInline)
+	pass, _ := (&vm{}).runBoth(t, pr40, [MaxArgs]uint64{0, 0, 39}, 0, uint64(pr40.Entry[39]))
+	assert.True(t, pass, "the last program, its own count")
+
 	plans = map[uint32]*Plan{}
 	for id := uint32(0); id < 1000; id++ {
 		p, err := one(t, fmt.Sprintf("count == %d", id), env())
@@ -599,6 +612,7 @@ func TestPredicateManyPrograms(t *testing.T) {
 	}
 	pr := compile(t, plans)
 	assert.Equal(t, 1000, pr.Programs)
+	assert.Nil(t, pr.Inline, "beyond MaxInline slots: the subprogram only")
 	m := &vm{}
 	for _, id := range []uint32{0, 517, 999} {
 		pass, _ := m.runBoth(t, pr, [MaxArgs]uint64{0, 0, uint64(id)}, 0, uint64(pr.Entry[id]))

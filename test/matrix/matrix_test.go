@@ -121,6 +121,7 @@ func TestKernelMatrix(t *testing.T) {
 			}
 			pr, pw := io.Pipe()
 			var summary []string
+			var leftover []string // detail lines after the last test result (a panic, a timeout)
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -155,6 +156,13 @@ func TestKernelMatrix(t *testing.T) {
 						why = why[:0]
 					}
 				}
+				leftover = why
+				if sc.Err() != nil {
+					// A line past the buffer: keep the guest's
+					// writes flowing to their end.
+					summary = append(summary, "--- FAIL: (guest output: "+sc.Err().Error()+")")
+					_, _ = io.Copy(io.Discard, pr)
+				}
 			}()
 			// arm64 7.3 runs every mode and took 15 min alone under TCG
 			// before the verdict, stat and entry-only tests were added
@@ -188,6 +196,18 @@ func TestKernelMatrix(t *testing.T) {
 					failed = append(failed, fmt.Sprintf("%s %s: %s", arch, ver, s))
 					mu.Unlock()
 				}
+			}
+			if res.ExitStatus != 0 && len(leftover) > 0 {
+				// A panic prints after its test's FAIL line, a
+				// timeout without one: its lines to the tail too.
+				if len(leftover) > 8 {
+					leftover = leftover[len(leftover)-8:]
+				}
+				mu.Lock()
+				for _, w := range leftover {
+					failed = append(failed, fmt.Sprintf("%s %s:   %s", arch, ver, w))
+				}
+				mu.Unlock()
 			}
 			if res.ExitStatus != 0 {
 				why := ""
