@@ -582,6 +582,19 @@ func TestPredicateTruthTable(t *testing.T) {
 // Identical predicates of two values share one program (the key holds
 // the right-hand value's contents), and a thousand distinct programs
 // still compile: each jump spans one program.
+// countPlans is n functions' plans, function id's `count == id`: n
+// distinct one-comparison programs.
+func countPlans(t *testing.T, n uint32) map[uint32]*Plan {
+	t.Helper()
+	plans := map[uint32]*Plan{}
+	for id := uint32(0); id < n; id++ {
+		p, err := one(t, fmt.Sprintf("count == %d", id), env())
+		require.NoError(t, err)
+		plans[id] = p
+	}
+	return plans
+}
+
 func TestPredicateManyPrograms(t *testing.T) {
 	plans := map[uint32]*Plan{}
 	for id := uint32(0); id < 3; id++ {
@@ -592,25 +605,13 @@ func TestPredicateManyPrograms(t *testing.T) {
 	assert.Equal(t, 1, compile(t, plans).Programs)
 
 	// 40 one-comparison programs (~10 slots each): inlined.
-	plans = map[uint32]*Plan{}
-	for id := uint32(0); id < 40; id++ {
-		p, err := one(t, fmt.Sprintf("count == %d", id), env())
-		require.NoError(t, err)
-		plans[id] = p
-	}
-	pr40 := compile(t, plans)
+	pr40 := compile(t, countPlans(t, 40))
 	require.NotNil(t, pr40.Inline)
 	assert.LessOrEqual(t, rawSlots(pr40.Inline), MaxInline)
 	pass, _ := (&vm{}).runBoth(t, pr40, [MaxArgs]uint64{0, 0, 39}, 0, uint64(pr40.Entry[39]))
 	assert.True(t, pass, "the last program, its own count")
 
-	plans = map[uint32]*Plan{}
-	for id := uint32(0); id < 1000; id++ {
-		p, err := one(t, fmt.Sprintf("count == %d", id), env())
-		require.NoError(t, err)
-		plans[id] = p
-	}
-	pr := compile(t, plans)
+	pr := compile(t, countPlans(t, 1000))
 	assert.Equal(t, 1000, pr.Programs)
 	assert.Nil(t, pr.Inline, "beyond MaxInline slots: the subprogram only")
 	m := &vm{}
