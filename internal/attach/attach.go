@@ -214,12 +214,7 @@ type Tracer struct {
 // the verifier refused that way, loaded reading them through
 // bpf_get_func_arg instead (SlotLoads). Both 0 in the other modes.
 func (t *Tracer) ArgReads() (direct, refused int64) {
-	direct, refused = t.slots.Direct.Load(), t.slots.Refused.Load()
-	if t.tramp != nil {
-		direct += t.tramp.Slots.Direct.Load()
-		refused += t.tramp.Slots.Refused.Load()
-	}
-	return direct, refused
+	return t.slots.Direct.Load(), t.slots.Refused.Load()
 }
 
 // ValidateRingbufSize checks that n is a power-of-two multiple of the page
@@ -1527,23 +1522,13 @@ func (t *Tracer) Aggregates() ([]FuncAgg, error) {
 // Errors: a jump that no longer fits its offset; spec is then left as it
 // was (every program is rewritten only once all of them could be).
 func inlinePredicates(spec *ebpf.CollectionSpec, body asm.Instructions) error {
-	bodyRaw := 0
-	for _, ins := range body {
-		bodyRaw += int(ins.Size() / asm.InstructionSize)
-	}
+	bodyRaw := expr.RawSlots(body)
 	done := map[*ebpf.ProgramSpec]asm.Instructions{}
 	for name, ps := range spec.Programs {
 		old := ps.Instructions
-		start := slices.IndexFunc(old, func(ins asm.Instruction) bool { return ins.Symbol() == expr.PredicateFunc })
+		start, end := predicateStub(old)
 		if start < 0 {
 			continue
-		}
-		end := len(old)
-		for i := start + 1; i < end; i++ {
-			if old[i].Symbol() != "" {
-				end = i
-				break
-			}
 		}
 		isCall := func(ins *asm.Instruction) bool {
 			return ins.IsFunctionCall() && ins.Reference() == expr.PredicateFunc
@@ -1583,17 +1568,13 @@ func inlinePredicates(spec *ebpf.CollectionSpec, body asm.Instructions) error {
 				continue
 			}
 			if op := ins.OpCode; op.Class().IsJump() && op.JumpOp() != asm.Call && op.JumpOp() != asm.Exit {
-				off := int64(ins.Offset)
-				if op.Class() == asm.Jump32Class && op.JumpOp() == asm.Ja {
-					off = ins.Constant // gotol
-				}
-				to, ok := at[oldRaw[i]+1+int(off)]
+				to, ok := at[oldRaw[i]+1+jumpOffset(ins)]
 				if !ok {
 					return fmt.Errorf("attach: program %s: inlining the --filter predicates: jump at %d into an instruction", name, i)
 				}
 				noff := to - newRaw[i] - 1
 				if op.Class() == asm.Jump32Class && op.JumpOp() == asm.Ja {
-					ins.Constant = int64(noff)
+					ins.Constant = int64(noff) // gotol
 				} else if noff < math.MinInt16 || noff > math.MaxInt16 {
 					return fmt.Errorf("attach: program %s: inlining the --filter predicates: a jump of %d instructions", name, noff)
 				} else {
@@ -1611,6 +1592,23 @@ func inlinePredicates(spec *ebpf.CollectionSpec, body asm.Instructions) error {
 		ps.Instructions = insns
 	}
 	return nil
+}
+
+// predicateStub returns where bpf/trace.bpf.c's xpred stub lies in a
+// program's instructions: from its symbol to the next function's (or the
+// end); start -1 when the program has none.
+func predicateStub(insns asm.Instructions) (start, end int) {
+	start = slices.IndexFunc(insns, func(ins asm.Instruction) bool { return ins.Symbol() == expr.PredicateFunc })
+	if start < 0 {
+		return -1, -1
+	}
+	end = len(insns)
+	for i := start + 1; i < end; i++ {
+		if insns[i].Symbol() != "" {
+			return start, i
+		}
+	}
+	return start, end
 }
 
 // FaultCounterOf is where the compiled --filter predicates of spec (the
@@ -1644,22 +1642,9 @@ func patchPredicates(spec *ebpf.CollectionSpec, pr *expr.Predicates) error {
 		// nothing): the subprogram, called.
 	}
 	for name, ps := range spec.Programs {
-		start := -1
-		for i, ins := range ps.Instructions {
-			if ins.Symbol() == expr.PredicateFunc {
-				start = i
-				break
-			}
-		}
+		start, end := predicateStub(ps.Instructions)
 		if start < 0 {
 			continue
-		}
-		end := len(ps.Instructions)
-		for i := start + 1; i < end; i++ {
-			if ps.Instructions[i].Symbol() != "" {
-				end = i
-				break
-			}
 		}
 		body := make(asm.Instructions, len(pr.Insns))
 		copy(body, pr.Insns)

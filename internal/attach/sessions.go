@@ -19,8 +19,9 @@ type TrampolineLoader struct {
 	coll *ebpf.Collection
 	maps map[string]*ebpf.Map
 	IDs  *FuncIDs // vmlinux BTF function ids
-	// Slots counts LoadFunc's programs by how their arguments are read.
-	Slots SlotLoads
+	// Slots, when set, counts LoadFunc's programs by how their
+	// arguments are read (the Tracer's own count).
+	Slots *SlotLoads
 }
 
 // NewTrampolineLoader creates spec's maps (those in repl are used as they
@@ -71,7 +72,7 @@ func (l *TrampolineLoader) LoadFunc(name string, at ebpf.AttachType, f *symbols.
 	if ps == nil {
 		return nil, fmt.Errorf("BPF object lacks program %s", name)
 	}
-	return loadForFunc(ps, f, &l.Slots, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
+	return loadForFunc(ps, f, l.Slots, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
 		return LoadTrampoline(c, at, f.BTFName, l.maps, l.IDs)
 	})
 }
@@ -92,6 +93,7 @@ func (t *Tracer) trampolineLoader(spec *ebpf.CollectionSpec, repl map[string]*eb
 		if err != nil {
 			return nil, err
 		}
+		ld.Slots = &t.slots
 		t.tramp = ld
 	}
 	return t.tramp, nil

@@ -78,11 +78,10 @@ func TestTrampolineCode(t *testing.T) {
 	cookieID, err := ids.ID("bpf_session_cookie")
 	require.NoError(t, err)
 	require.Greater(t, int(kfuncID), 5, "after the fillers: a wrong id source would give a small one")
-	fds := map[string]asm.FDer{}
+	fds := fakeMapFDs()
 	want := map[int32]bool{}
-	for i, name := range []string{".rodata", ".bss", "events", "tframes", "stacks", "zero_stack", "aggs", "errs", "tgids", "xprogs", "xscratch"} {
-		fds[name] = fakeFD(100 + i)
-		want[int32(100+i)] = true
+	for _, fd := range fds {
+		want[int32(fd.FD())] = true
 	}
 	ps := spec.Programs["ftp_fsession"]
 	code, err := trampolineCode(ps, fds, ids)
@@ -138,10 +137,7 @@ func TestTrampolineCodePredicates(t *testing.T) {
 	require.NoError(t, pr.Insns[:k].Marshal(&body, binary.LittleEndian))
 
 	ids, _ := fakeKernel(t, 5)
-	fds := map[string]asm.FDer{}
-	for i, name := range []string{".rodata", ".bss", "events", "tframes", "stacks", "zero_stack", "aggs", "errs", "tgids", "xprogs", "xscratch"} {
-		fds[name] = fakeFD(100 + i)
-	}
+	fds := fakeMapFDs()
 	for _, name := range []string{"ftp_fentry", "ftp_fexit", "ftp_fsession", "ftp_fentry_multi"} {
 		code, err := trampolineCode(spec.Programs[name], fds, ids)
 		require.NoError(t, err, name)
@@ -188,10 +184,7 @@ func TestTrampolineCodeInlinePredicates(t *testing.T) {
 	var body bytes.Buffer
 	require.NoError(t, pr.Inline.Marshal(&body, binary.LittleEndian))
 	ids, _ := fakeKernel(t, 5)
-	fds := map[string]asm.FDer{}
-	for i, name := range []string{".rodata", ".bss", "events", "tframes", "stacks", "zero_stack", "aggs", "errs", "tgids", "xprogs", "xscratch"} {
-		fds[name] = fakeFD(100 + i)
-	}
+	fds := fakeMapFDs()
 	for _, name := range []string{"ftp_fentry", "ftp_fexit", "ftp_fsession", "ftp_fentry_multi"} {
 		require.Positive(t, sites[name], "%s calls xpred", name)
 		for _, ins := range spec.Programs[name].Instructions {
@@ -238,6 +231,16 @@ func TestInlinePredicatesTooFar(t *testing.T) {
 		}
 	}
 	assert.Positive(t, calls, "the subprogram, called")
+}
+
+// fakeMapFDs is a fake fd (100, 101, ...) for each map of the trace
+// object.
+func fakeMapFDs() map[string]asm.FDer {
+	fds := map[string]asm.FDer{}
+	for i, name := range []string{".rodata", ".bss", "events", "tframes", "stacks", "zero_stack", "aggs", "errs", "tgids", "xprogs", "xscratch"} {
+		fds[name] = fakeFD(100 + i)
+	}
+	return fds
 }
 
 func mustFaults(t *testing.T, spec *ebpf.CollectionSpec) expr.FaultCounter {

@@ -183,7 +183,7 @@ func CompilePredicates(plans map[uint32]*Plan, faults FaultCounter) (*Predicates
 	if inlinable {
 		// Beyond MaxInline slots the subprogram stays: each copy
 		// lengthens the jumps around its call site (16-bit offsets).
-		if in, err := assemble(true); err == nil && rawSlots(in) <= MaxInline {
+		if in, err := assemble(true); err == nil && RawSlots(in) <= MaxInline {
 			out.Inline = in
 		}
 	}
@@ -196,9 +196,9 @@ func CompilePredicates(plans map[uint32]*Plan, faults FaultCounter) (*Predicates
 // slots, far inside the 32,767 a jump reaches.
 const MaxInline = 512
 
-// rawSlots is the number of 8-byte slots insns take (a 64-bit immediate
-// load takes two).
-func rawSlots(insns asm.Instructions) int {
+// RawSlots is the number of 8-byte slots insns take (a 64-bit immediate
+// load takes two): the unit of BPF jump offsets.
+func RawSlots(insns asm.Instructions) int {
 	n := 0
 	for _, ins := range insns {
 		n += int(ins.Size() / asm.InstructionSize)

@@ -607,7 +607,7 @@ func TestPredicateManyPrograms(t *testing.T) {
 	// 40 one-comparison programs (~10 slots each): inlined.
 	pr40 := compile(t, countPlans(t, 40))
 	require.NotNil(t, pr40.Inline)
-	assert.LessOrEqual(t, rawSlots(pr40.Inline), MaxInline)
+	assert.LessOrEqual(t, RawSlots(pr40.Inline), MaxInline)
 	pass, _ := (&vm{}).runBoth(t, pr40, [MaxArgs]uint64{0, 0, 39}, 0, uint64(pr40.Entry[39]))
 	assert.True(t, pass, "the last program, its own count")
 
