@@ -784,10 +784,9 @@ static __always_inline int xpass(__u64 *args, __u64 ret, __u32 sel)
 	return xpred(args, ret, sel) != 0;
 }
 
-/* xrejects runs entry predicate psel (from the cookie, cookie_pred) on
- * args and counts the call when it rejects it: 1 then. A call rejected
- * this way pushes no frame: the session modes skip or ignore its exit
- * run, fentry's fexit decides again on the same registers (on_exit). */
+/* xrejects runs entry predicate psel (entry_pred) on args and counts
+ * the call when it rejects it: 1 then (rejected_at_entry; session_agg,
+ * whose exit run finds no timestamp or does not run). */
 static __always_inline int xrejects(__u64 *args, __u32 psel)
 {
 	if (xpass(args, 0, psel))
@@ -872,7 +871,11 @@ static __always_inline __u64 fn_nargs(void *ctx)
 /* fetch_pred reads the arguments 0 .. to - 1 an entry predicate reads
  * (fetch_args), the scalar ones straight from ctx in a program loaded for
  * one function (fn_scalars): one load each instead of the inlined
- * bpf_get_func_arg and its bound check. */
+ * bpf_get_func_arg and its bound check. It writes args[0 .. to - 1] only:
+ * the callers leave the others unset until the predicate has let the call
+ * in, so a rejected call pays no stores for them (a predicate reads no
+ * argument past pred_nargs; the verifier lets a privileged program read
+ * unset stack, allow_uninit_stack, CAP_PERFMON, which tracing needs). */
 static __always_inline void fetch_pred(void *ctx, __u64 *args, __u64 n, __u32 to)
 {
 #if defined(FTP_FILTER)
@@ -891,12 +894,21 @@ static __always_inline void fetch_pred(void *ctx, __u64 *args, __u64 n, __u32 to
 					args[i] = c[i];
 				else if ((__u64)i < n)
 					bpf_get_func_arg(ctx, i, &args[i]);
+				else
+					args[i] = 0;
 			}
 		}
 		return;
 	}
 #endif
 	fetch_args(ctx, args, n, 0, to);
+	if (n < to) {
+		/* An argument the function does not have reads 0 (the
+		 * type check refuses such a predicate; argN is not checked). */
+		for (int i = 0; i < FTP_MAX_ARGS; i++)
+			if ((__u64)i >= n && (__u32)i < to)
+				args[i] = 0;
+	}
 }
 
 /* frames returns the current thread's frame stack, created (zeroed) when
@@ -1239,6 +1251,29 @@ static __always_inline __u32 cookie_pred(__u64 cookie, __u32 *pn)
 	return (fl >> FTP_FN_PRED_SHIFT) & FTP_FN_PRED_MAX;
 }
 
+/* entry_pred returns the function's entry predicate (0: none): its
+ * xpred program number from the cookie (cookie_pred), else from xprogs (a
+ * number past the cookie's bits, or a predicate that reads memory), with
+ * the number of arguments it reads (*pn) and whether it reads argument
+ * registers only (*regs_only; a cookie's always does). Without an entry
+ * predicate setting (x_entry) it looks nothing up. */
+static __always_inline __u32 entry_pred(__u64 cookie, __u32 *pn, int *regs_only)
+{
+	*pn = 0;
+	*regs_only = 1;
+	if (!x_entry)
+		return 0;
+	__u32 psel = cookie_pred(cookie, pn);
+	if (psel)
+		return psel;
+	struct xprog *xp = xprog_of((__u32)cookie);
+	if (!xp || !xp->pentry)
+		return 0;
+	*pn = xp->pred_nargs;
+	*regs_only = xp->entry_regs;
+	return xp->pentry;
+}
+
 static __always_inline __u8 cookie_nargs(__u32 fflags)
 {
 	__u8 n = (fflags >> FTP_FN_NARGS_SHIFT) & 15;
@@ -1303,20 +1338,21 @@ static __always_inline int outside_window(__u64 pid_tgid, __u64 cookie)
 	return 0;
 }
 
-/* rejected_at_entry runs the function's entry predicate (xp->pentry)
- * on args: 1 when it rejects the call (counted). Session modes skip the
- * exit run; fentry and fentry-multi, when the predicate reads argument
- * registers only, let the fexit decide again (on_exit); the other modes
- * push a frame marked rejected, so that the exit, which runs regardless,
- * is dropped and not taken for an outer call of the same function. */
-static __always_inline int rejected_at_entry(__u64 pid_tgid, __u32 func_id, struct xprog *xp, __u64 *args, __u8 mode)
+/* rejected_at_entry runs the function's entry predicate psel
+ * (entry_pred) on args: 1 when it rejects the call (counted). Session
+ * modes skip or ignore the exit run; fentry and fentry-multi, when the
+ * predicate reads argument registers only, let the fexit decide again
+ * (on_exit); the other modes push a frame marked rejected, so that the
+ * exit, which runs regardless, is dropped and not taken for an outer call
+ * of the same function. */
+static __always_inline int rejected_at_entry(__u64 pid_tgid, __u32 func_id, __u32 psel, int regs_only, __u64 *args,
+					     __u8 mode)
 {
-	if (xpass(args, 0, xp->pentry))
+	if (!xrejects(args, psel))
 		return 0;
-	count(FTP_STAT_X_REJECT);
 	if (is_session_mode(mode))
 		return 1; /* its exit does not run */
-	if (xp->entry_regs && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI))
+	if (regs_only && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI))
 		return 1; /* its fexit decides again, on the same registers */
 	/* Counted neither as an entry nor as an exit. Past the stack's depth
 	 * the exit has no entry and is dropped as undecidable. */
@@ -1487,10 +1523,30 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 {
 	if (!armed)
 		return;
+	__u64 cookie = 0;
+	/* An entry predicate in fentry and fentry-multi modes: when it
+	 * reads argument registers only, the fexit has the same registers and
+	 * decides again, so a rejected entry pushed no frame (tramp_entry,
+	 * rejected_at_entry; counted there). Decided first: nothing is counted
+	 * here, so the order of this and the ids' rejections below does not
+	 * matter, and the exit of a rejected call asks for neither the task's
+	 * ids nor its frames. */
+	int redecide = x_entry && !regs && !session && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI);
+	if (redecide) {
+		cookie = attach_cookie(ctx);
+		__u32 pn;
+		int regs_only;
+		__u32 psel = entry_pred(cookie, &pn, &regs_only);
+		if (psel && regs_only) {
+			__u64 args[FTP_MAX_ARGS]; /* the first pn only (fetch_pred) */
+			fetch_pred(ctx, args, fn_nargs(ctx), pn);
+			if (!xpass(args, 0, psel))
+				return;
+		}
+	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct tstack *st = 0;
-	__u64 cookie = 0;
-	if (window)
+	if (window && !redecide)
 		cookie = attach_cookie(ctx);
 	if (window && !((cookie >> 32) & FTP_FN_WINDOW_ENTRY)) {
 		/* --entry: a call outside every window was rejected at entry
@@ -1511,26 +1567,8 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	}
 	/* The cookie (without --entry) and the return value only now: a
 	 * rejected call's exit has returned above without fetching them. */
-	if (!window)
+	if (!window && !redecide)
 		cookie = attach_cookie(ctx);
-	if (x_entry && !regs && !session && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI)) {
-		/* An entry predicate on argument registers only: the fexit
-		 * has the same registers and decides again, so a rejected
-		 * entry pushed no frame (on_entry); counted there. */
-		__u32 pn = 0;
-		__u32 psel = cookie_pred(cookie, &pn);
-		struct xprog *xp = 0;
-		if (!psel && (xp = xprog_of((__u32)cookie)) && xp->entry_regs && xp->pentry) {
-			psel = xp->pentry;
-			pn = xp->pred_nargs;
-		}
-		if (psel) {
-			__u64 args[FTP_MAX_ARGS] = {};
-			fetch_pred(ctx, args, fn_nargs(ctx), pn);
-			if (!xpass(args, 0, psel))
-				return;
-		}
-	}
 	__u64 raw_ret = 0;
 	if (regs)
 		raw_ret = FTP_RET((struct pt_regs *)ctx);
@@ -1746,33 +1784,30 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 		return on_entry(ctx, pid_tgid, cookie, a, slots, mode);
 	}
 #endif
-	__u64 args[FTP_MAX_ARGS] = {};
+	__u64 args[FTP_MAX_ARGS]; /* past first: set once the call is let in */
 	__u64 n = fn_nargs(ctx);
 	/* With an entry predicate, the arguments it reads first (xprog's
 	 * pred_nargs), the others only for a call it lets in. */
-	__u32 first = 0;
-	__u32 psel = x_entry ? cookie_pred(cookie, &first) : 0;
-	struct xprog *xp = 0;
-	if (psel && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI || is_session_mode(mode))) {
-		/* A predicate on argument registers in the cookie: rejected
-		 * here without a frame and without the xprogs lookup; its
-		 * fexit decides again (on_exit), fsession's exit run finds the
-		 * call rejected in its session cookie (session). */
+	__u32 first;
+	int regs_only;
+	__u32 psel = entry_pred(cookie, &first, &regs_only);
+	if (psel) {
+		/* A predicate on argument registers (the cookie's always
+		 * is) rejects without a frame: its fexit decides again
+		 * (on_exit), fsession's exit run finds the call rejected in its
+		 * session cookie (session). */
 		fetch_pred(ctx, args, n, first);
-		if (xrejects(args, psel))
+		if (rejected_at_entry(pid_tgid, (__u32)cookie, psel, regs_only, args, mode))
 			return 1;
-		if (FTP_KEEP_ARGS)
-			fetch_args(ctx, args, n, first, FTP_MAX_ARGS);
-	} else if ((xp = x_entry ? xprog_of((__u32)cookie) : 0) && xp->pentry) {
-		first = xp->pred_nargs;
-		fetch_pred(ctx, args, n, first);
-		if (rejected_at_entry(pid_tgid, (__u32)cookie, xp, args, mode))
-			return 1;
-		if (FTP_KEEP_ARGS)
-			fetch_args(ctx, args, n, first, FTP_MAX_ARGS);
-	} else if (FTP_KEEP_ARGS) {
-		fetch_args(ctx, args, n, 0, FTP_MAX_ARGS);
+	} else {
+		first = 0;
 	}
+#pragma clang loop unroll(full)
+	for (int i = 0; i < FTP_MAX_ARGS; i++)
+		if ((__u32)i >= first)
+			args[i] = 0;
+	if (FTP_KEEP_ARGS)
+		fetch_args(ctx, args, n, first, FTP_MAX_ARGS);
 	return on_entry(ctx, pid_tgid, cookie, args, n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);
 }
 
@@ -1825,21 +1860,11 @@ static __always_inline int session_agg(void *ctx, __u64 *ts, int ret_run, int re
 				return 1;
 		}
 		if (x_entry) {
-			/* The predicate's number from the cookie (cookie_pred),
-			 * else from xprogs (a number past the cookie's bits, or
-			 * a predicate that reads memory). */
-			__u64 cookie = attach_cookie(ctx);
-			__u32 pn = 0;
-			__u32 psel = cookie_pred(cookie, &pn);
-			if (!psel) {
-				struct xprog *xp = xprog_of((__u32)cookie);
-				if (xp && xp->pentry) {
-					psel = xp->pentry;
-					pn = xp->pred_nargs;
-				}
-			}
+			__u32 pn;
+			int regs_only;
+			__u32 psel = entry_pred(attach_cookie(ctx), &pn, &regs_only);
 			if (psel) {
-				__u64 args[FTP_MAX_ARGS] = {};
+				__u64 args[FTP_MAX_ARGS]; /* the first pn (fetch_pred) */
 				if (regs) {
 					struct pt_regs *r = ctx;
 					args[0] = FTP_ARG0(r);
@@ -1933,19 +1958,11 @@ static __always_inline int regs_entry(struct pt_regs *ctx, __u8 mode)
 		FTP_ARG0(ctx), FTP_ARG1(ctx), FTP_ARG2(ctx),
 		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
 	};
-	if (x_entry) {
-		__u32 pn;
-		__u32 psel = cookie_pred(cookie, &pn);
-		if (psel && mode == FTP_MODE_KPROBE_SESSION) {
-			/* In the cookie: no xprogs lookup, and no return run. */
-			if (xrejects(args, psel))
-				return 1;
-		} else {
-			struct xprog *xp = xprog_of((__u32)cookie);
-			if (xp && xp->pentry && rejected_at_entry(pid_tgid, (__u32)cookie, xp, args, mode))
-				return 1;
-		}
-	}
+	__u32 pn;
+	int regs_only;
+	__u32 psel = entry_pred(cookie, &pn, &regs_only);
+	if (psel && rejected_at_entry(pid_tgid, (__u32)cookie, psel, regs_only, args, mode))
+		return 1;
 	return on_entry(ctx, pid_tgid, cookie, args, cookie_nargs(cookie >> 32), mode);
 }
 
