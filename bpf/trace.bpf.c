@@ -1516,12 +1516,27 @@ static __always_inline __s64 normalize_ret(__u32 flags, __u64 raw, int *is_err)
 	return ret;
 }
 
+/* exit_rejects is the fexit's second decision of an entry predicate that
+ * reads argument registers only (fentry, fentry-multi): 1 when it rejects
+ * the call. Not counted (the entry counted it). */
+static __always_inline int exit_rejects(void *ctx, __u64 cookie)
+{
+	__u32 pn;
+	int regs_only;
+	__u32 psel = entry_pred(cookie, &pn, &regs_only);
+	if (!psel || !regs_only)
+		return 0;
+	__u64 args[FTP_MAX_ARGS]; /* the first pn only (fetch_pred) */
+	fetch_pred(ctx, args, fn_nargs(ctx), pn);
+	return !xpass(args, 0, psel);
+}
+
 /* on_exit records a call's exit. session: the entry run decided (a
  * rejected call's exit does not run), so the filters are not asked again
  * unless no frame is found. */
-static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
+static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs, int decided)
 {
-	if (!armed)
+	if (!decided && !armed)
 		return;
 	__u64 cookie = 0;
 	/* An entry predicate in fentry and fentry-multi modes: when it
@@ -1530,23 +1545,20 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	 * rejected_at_entry; counted there). Decided first: nothing is counted
 	 * here, so the order of this and the ids' rejections below does not
 	 * matter, and the exit of a rejected call asks for neither the task's
-	 * ids nor its frames. */
+	 * ids nor its frames. decided: the program's head has done both
+	 * (fexit_head). */
 	int redecide = x_entry && !regs && !session && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI);
-	if (redecide) {
+	/* The cookie now, read once (TestOnlyCookieInlined), when it is
+	 * needed whatever the ids say. */
+	int early = decided || redecide;
+	if (early) {
 		cookie = attach_cookie(ctx);
-		__u32 pn;
-		int regs_only;
-		__u32 psel = entry_pred(cookie, &pn, &regs_only);
-		if (psel && regs_only) {
-			__u64 args[FTP_MAX_ARGS]; /* the first pn only (fetch_pred) */
-			fetch_pred(ctx, args, fn_nargs(ctx), pn);
-			if (!xpass(args, 0, psel))
-				return;
-		}
+		if (!decided && exit_rejects(ctx, cookie))
+			return;
 	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct tstack *st = 0;
-	if (window && !redecide)
+	if (window && !early)
 		cookie = attach_cookie(ctx);
 	if (window && !((cookie >> 32) & FTP_FN_WINDOW_ENTRY)) {
 		/* --entry: a call outside every window was rejected at entry
@@ -1567,7 +1579,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs)
 	}
 	/* The cookie (without --entry) and the return value only now: a
 	 * rejected call's exit has returned above without fetching them. */
-	if (!window && !redecide)
+	if (!window && !early)
 		cookie = attach_cookie(ctx);
 	__u64 raw_ret = 0;
 	if (regs)
@@ -1813,21 +1825,49 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 
 static __always_inline void tramp_exit(void *ctx, __u8 mode, int session)
 {
-	on_exit(ctx, mode, session, 0);
+	on_exit(ctx, mode, session, 0, 0);
 }
 
 SEC("fentry")
 int ftp_fentry(void *ctx) { tramp_entry(ctx, FTP_MODE_FENTRY); return 0; }
 
-SEC("fexit")
-int ftp_fexit(void *ctx) { tramp_exit(ctx, FTP_MODE_FENTRY, 0); return 0; }
+#if defined(FTP_FILTER)
+/* In the filter object the fexit is a small head, which runs the entry
+ * predicate's second decision, and a body it calls for a call the
+ * predicate lets in (a BPF-to-BPF call): the head of a rejected call
+ * sets up no private stack and saves few registers (the body's stack is
+ * large), which is most of what the rejection costs. Other objects have
+ * no entry predicate: one program. */
+#define FTP_FEXIT(name, mode)                                                         \
+	static __attribute__((noinline)) int name##_body(void *ctx)                   \
+	{                                                                             \
+		on_exit(ctx, mode, 0, 0, 1);                                          \
+		return 0;                                                             \
+	}                                                                             \
+	SEC("fexit")                                                                  \
+	int name(void *ctx)                                                           \
+	{                                                                             \
+		if (!armed || (x_entry && exit_rejects(ctx, attach_cookie(ctx))))     \
+			return 0;                                                     \
+		return name##_body(ctx);                                              \
+	}
+#else
+#define FTP_FEXIT(name, mode)        \
+	SEC("fexit")                 \
+	int name(void *ctx)          \
+	{                            \
+		tramp_exit(ctx, mode, 0); \
+		return 0;            \
+	}
+#endif
+
+FTP_FEXIT(ftp_fexit, FTP_MODE_FENTRY)
 
 /* fentry.multi / fexit.multi (BPF_TRACE_FENTRY_MULTI/FEXIT_MULTI, 7.x). */
 SEC("fentry")
 int ftp_fentry_multi(void *ctx) { tramp_entry(ctx, FTP_MODE_FENTRY_MULTI); return 0; }
 
-SEC("fexit")
-int ftp_fexit_multi(void *ctx) { tramp_exit(ctx, FTP_MODE_FENTRY_MULTI, 0); return 0; }
+FTP_FEXIT(ftp_fexit_multi, FTP_MODE_FENTRY_MULTI)
 
 /* fsession (BPF_TRACE_FSESSION, 7.0) and fsession.multi: the same
  * program runs at entry and at exit, and must return 0 at both (the
@@ -1968,7 +2008,7 @@ static __always_inline int regs_entry(struct pt_regs *ctx, __u8 mode)
 
 static __always_inline void regs_exit(struct pt_regs *ctx, __u8 mode, int session)
 {
-	on_exit(ctx, mode, session, 1);
+	on_exit(ctx, mode, session, 1, 0);
 }
 
 SEC("kprobe.multi")

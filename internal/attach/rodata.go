@@ -307,7 +307,15 @@ func deadAfter(insns asm.Instructions, slots []int, index map[int]int, i int, re
 		case asm.Exit:
 			return reg != asm.R0
 		case asm.Call:
-			return false
+			// A helper without arguments reads no register and
+			// clobbers r0-r5 (the BPF calling convention); any other
+			// call may read r1-r5.
+			if !noArgHelper(ins) {
+				return false
+			}
+			if reg <= asm.R5 {
+				return true
+			}
 		case asm.Ja:
 			t, ok := index[slots[i]+1+jumpOffset(ins)]
 			if !ok {
@@ -323,6 +331,23 @@ func deadAfter(insns asm.Instructions, slots []int, index map[int]int, i int, re
 				return false
 			}
 		}
+	}
+	return false
+}
+
+// noArgHelper reports whether ins calls a helper that takes no
+// arguments (include/uapi/linux/bpf.h: "u64 bpf_get_current_pid_tgid(void)"
+// and the others listed).
+func noArgHelper(ins asm.Instruction) bool {
+	if !ins.IsBuiltinCall() {
+		return false
+	}
+	switch asm.BuiltinFunc(ins.Constant) {
+	case asm.FnGetCurrentPidTgid, asm.FnGetCurrentUidGid, asm.FnKtimeGetNs, asm.FnKtimeGetBootNs,
+		asm.FnKtimeGetCoarseNs, asm.FnKtimeGetTaiNs, asm.FnGetSmpProcessorId, asm.FnGetNumaNodeId,
+		asm.FnGetCurrentTask, asm.FnGetCurrentTaskBtf, asm.FnGetPrandomU32, asm.FnJiffies64,
+		asm.FnGetCurrentCgroupId:
+		return true
 	}
 	return false
 }

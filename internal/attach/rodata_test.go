@@ -220,7 +220,7 @@ func TestInlineKeptAddressBlocks(t *testing.T) {
 		asm.Mov.Imm(asm.R6, 0),
 		roLoad(asm.R1, 4),
 		asm.LoadMem(asm.R2, asm.R1, 0, asm.Word),
-		asm.FnKtimeGetNs.Call(), // may read r1: the address stays
+		asm.FnGetAttachCookie.Call(), // reads r1: the address stays
 		asm.Return(),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("sub"),
 		asm.Return(),
@@ -233,4 +233,24 @@ func TestInlineKeptAddressBlocks(t *testing.T) {
 	assert.Equal(t, asm.Mov.Imm32(asm.R3, 77), out[5])
 	assert.Equal(t, asm.PseudoMapValue, out[7].Src)
 	assert.Equal(t, asm.Mov.Imm32(asm.R2, 77), out[8])
+
+	// A helper without arguments reads no register and clobbers r1-r5:
+	// the address in r1 is dead at it (the fexit body's only_cookie read
+	// before bpf_get_current_pid_tgid); one with arguments may read it.
+	for fn, dead := range map[asm.BuiltinFunc]bool{asm.FnGetCurrentPidTgid: true, asm.FnKtimeGetNs: true, asm.FnMapLookupElem: false} {
+		out, n, err = inlineRodataInsns(asm.Instructions{
+			roLoad(asm.R1, 4),
+			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word),
+			fn.Call(),
+			asm.Return(),
+		}, data, binary.LittleEndian)
+		require.NoError(t, err, fn)
+		assert.Equal(t, 1, n, fn)
+		if dead {
+			assert.Equal(t, asm.LoadImm(asm.R2, 77, asm.DWord), out[0], fn)
+		} else {
+			assert.Equal(t, asm.PseudoMapValue, out[0].Src, fn)
+			assert.Equal(t, asm.Mov.Imm32(asm.R2, 77), out[1], fn)
+		}
+	}
 }
