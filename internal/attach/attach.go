@@ -194,19 +194,23 @@ type Tracer struct {
 	// plain trace), "filter" (records with --filter, --min-duration,
 	// --errors or --live-entries), "stat" (tables without records) or
 	// "general".
-	DataPath  string
-	comm      []link.Link // comm tracking (task_rename, sched_process_exec)
-	progs     []*ebpf.Program
-	links     []link.Link
-	fork      link.Link         // --tree: follows forks into tgids
-	exit      link.Link         // --tree: forgets exited processes
-	exec      link.Link         // --tree: starts tracing a process added with AddTGIDAtExec at its exec
-	multi     []link.Link       // kprobe-multi links (entry, exit)
-	tramp     *TrampolineLoader // fsession, fentry-multi
-	closeOnce sync.Once
-	missed    uint64                   // kprobe.multi missed runs read at Detach
-	progFunc  map[*ebpf.Program]string // per-function programs: the function
-	slots     SlotLoads                // fentry/fexit programs by argument reads (loadForFunc)
+	DataPath string
+	// Simplified is the number of instructions of the object's programs
+	// that its settings rule out, removed or made nops before load
+	// (simplify: decided jumps, unreachable paths, dead writes).
+	Simplified int
+	comm       []link.Link // comm tracking (task_rename, sched_process_exec)
+	progs      []*ebpf.Program
+	links      []link.Link
+	fork       link.Link         // --tree: follows forks into tgids
+	exit       link.Link         // --tree: forgets exited processes
+	exec       link.Link         // --tree: starts tracing a process added with AddTGIDAtExec at its exec
+	multi      []link.Link       // kprobe-multi links (entry, exit)
+	tramp      *TrampolineLoader // fsession, fentry-multi
+	closeOnce  sync.Once
+	missed     uint64                   // kprobe.multi missed runs read at Detach
+	progFunc   map[*ebpf.Program]string // per-function programs: the function
+	slots      SlotLoads                // fentry/fexit programs by argument reads (loadForFunc)
 }
 
 // ArgReads returns how many per-function trampoline programs (fentry,
@@ -327,7 +331,8 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if err := patchPredicates(spec, preds); err != nil {
 		return nil, err
 	}
-	t := &Tracer{Mode: opts.Mode, Frames: "task storage", DataPath: v.name}
+	simplified := simplifyPrograms(spec)
+	t := &Tracer{Mode: opts.Mode, Frames: "task storage", DataPath: v.name, Simplified: simplified}
 	if hashFrames {
 		t.Frames = "hash"
 	}

@@ -154,5 +154,8 @@ func forFunc(ps *ebpf.ProgramSpec, f *symbols.Func) (*ebpf.ProgramSpec, bool) {
 			patched = true
 		}
 	}
+	if patched {
+		c.Instructions, _ = simplify(c.Instructions)
+	}
 	return c, patched
 }

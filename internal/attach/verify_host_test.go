@@ -90,6 +90,7 @@ func TestVerifyHost(t *testing.T) {
 		if err := patchPredicates(spec, pr); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("%s %v: %d instructions simplified", c.obj, x, simplifyPrograms(spec))
 		for _, name := range []string{"ftp_kprobe", "ftp_kretprobe"} {
 			ps := spec.Programs[name]
 			coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
@@ -147,13 +148,13 @@ func verifyVariant(t *testing.T, want string, opts Options, hash bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d .rodata loads inlined", inlined)
+	t.Logf("%d .rodata loads inlined, %d instructions simplified", inlined, simplifyPrograms(spec))
 	for _, name := range []string{"ftp_kprobe", "ftp_kretprobe"} {
 		ps := spec.Programs[name]
 		coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
 			Programs: map[string]*ebpf.ProgramSpec{name: ps}}, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
 		if err != nil {
-			t.Fatalf("%s %s (hash %v): %v", want, name, hash, err)
+			t.Fatalf("%s %s (hash %v): %+v", want, name, hash, err)
 		}
 		p := coll.Programs[name]
 		lines := strings.Split(strings.TrimSpace(p.VerifierLog), "\n")

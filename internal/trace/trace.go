@@ -323,7 +323,7 @@ func (s *session) reportAttached(o Options, t *attach.Tracer, res *symbols.Resol
 		fmt.Fprintf(o.Log, "ftprobe: not attached: %v\n", f.Err)
 	}
 	if o.Verbose {
-		fmt.Fprintf(o.Log, "ftprobe: BPF object: %s (frames in %s)\n", t.DataPath, t.Frames)
+		fmt.Fprintf(o.Log, "ftprobe: BPF object: %s (frames in %s; %d instructions its settings rule out dropped before load)\n", t.DataPath, t.Frames, t.Simplified)
 		if direct, refused := t.ArgReads(); direct+refused > 0 {
 			fmt.Fprintf(o.Log, "ftprobe: %s\n", argReadsText(direct, refused))
 		}

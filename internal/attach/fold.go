@@ -1,0 +1,521 @@
+package attach
+
+import (
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+)
+
+// The settings a program reads are immediates once inlineRodata has run
+// (and forFunc has patched a function's argument count), and the verifier
+// then drops every branch they decide. It leaves the moves that fed those
+// branches, and the values computed only for the paths it dropped: 10-20
+// JIT instructions per program run on the predicate's rejection path
+// (insnprof, arm64 and amd64 7.3, fentry+fexit, session 16), which the
+// verifier's own opt_remove_dead_code and opt_remove_nops (kernel/bpf/
+// verifier.c) keep because they remove unreachable instructions only.
+// simplify does both steps before load: a conditional jump whose operands
+// are known constants becomes `ja` (taken) or `ja +0` (not taken), the
+// instructions no path reaches then are deleted (the verifier's check_cfg
+// refuses unreachable instructions; jumps are re-aimed, calls are by
+// symbol), and a register write (ALU, move, 64-bit immediate) that no path
+// reads becomes `ja +0`, which the verifier removes (opt_remove_nops).
+
+// simplifyPrograms runs simplify on every program of spec.
+func simplifyPrograms(spec *ebpf.CollectionSpec) int {
+	n := 0
+	for _, ps := range spec.Programs {
+		var k int
+		ps.Instructions, k = simplify(ps.Instructions)
+		n += k
+	}
+	return n
+}
+
+// simplify returns a copy of insns with decided jumps folded and dead
+// register writes turned into `ja +0`, and how many instructions it
+// changed.
+func simplify(in asm.Instructions) (asm.Instructions, int) {
+	insns := make(asm.Instructions, 0, len(in))
+	for _, ins := range in {
+		insns = append(insns, ins)
+	}
+	total := 0
+	for round := 0; round < 8; round++ {
+		n := foldJumps(insns)
+		var u, d int
+		var ok bool
+		if insns, u, ok = dropUnreachable(insns); !ok {
+			return in, 0 // a reference this does not model: as compiled
+		}
+		insns, d = dropDeadWrites(insns)
+		total += n + u + d
+		if n+u+d == 0 {
+			break
+		}
+	}
+	return insns, total
+}
+
+// nopLike returns a `ja +0` with ins's metadata (its symbol, source line
+// and function info stay where they were).
+func nopLike(ins asm.Instruction) asm.Instruction {
+	nop := asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}
+	nop.Metadata = ins.Metadata
+	return nop
+}
+
+// layout returns the slot of each instruction, the instruction of each
+// slot, and the slots jumps go to.
+func layout(insns asm.Instructions) (slots []int, index map[int]int, targets map[int]bool) {
+	slots = make([]int, len(insns))
+	index = map[int]int{}
+	targets = map[int]bool{}
+	pos := 0
+	for i, ins := range insns {
+		slots[i] = pos
+		index[pos] = i
+		pos += int(ins.Size() / asm.InstructionSize)
+	}
+	for i, ins := range insns {
+		if !ins.OpCode.Class().IsJump() {
+			continue
+		}
+		if op := ins.OpCode.JumpOp(); op == asm.Call || op == asm.Exit {
+			continue
+		}
+		targets[slots[i]+1+jumpOffset(ins)] = true
+	}
+	return slots, index, targets
+}
+
+// foldJumps replaces the conditional jumps whose operands are known
+// within their basic block (immediates moved or loaded into registers,
+// copies and simple arithmetic of them) by `ja` or `ja +0`.
+func foldJumps(insns asm.Instructions) int {
+	slots, _, targets := layout(insns)
+	var known [11]bool
+	var val [11]uint64
+	reset := func() { known = [11]bool{} }
+	set := func(r asm.Register, v uint64) {
+		if r < asm.R10 {
+			known[r], val[r] = true, v
+		}
+	}
+	forget := func(r asm.Register) {
+		if r <= asm.R10 {
+			known[r] = false
+		}
+	}
+	n := 0
+	for i := range insns {
+		ins := &insns[i]
+		if targets[slots[i]] || ins.Symbol() != "" {
+			reset()
+		}
+		op := ins.OpCode
+		switch c := op.Class(); {
+		case c.IsALU():
+			dst := ins.Dst
+			if dst > asm.R9 {
+				reset()
+				continue
+			}
+			var src uint64
+			srcKnown := true
+			if op.Source() == asm.RegSource {
+				srcKnown = ins.Src <= asm.R9 && known[ins.Src]
+				src = val[ins.Src]
+			} else {
+				src = uint64(ins.Constant) // sign-extended imm
+			}
+			v, ok := aluFold(op, ins.Offset, known[dst], val[dst], srcKnown, src, c == asm.ALU64Class)
+			if ok {
+				set(dst, v)
+			} else {
+				forget(dst)
+			}
+		case c == asm.LdClass:
+			if op.IsDWordLoad() && ins.Src == asm.R0 && ins.Reference() == "" && !patchedLater(ins) {
+				set(ins.Dst, uint64(ins.Constant))
+			} else if op.IsDWordLoad() {
+				forget(ins.Dst)
+			} else {
+				reset()
+			}
+		case c == asm.LdXClass:
+			forget(ins.Dst)
+		case c == asm.StClass || c == asm.StXClass:
+			if op.Mode() == asm.AtomicMode {
+				forget(ins.Src)
+				forget(asm.R0)
+			}
+		case c.IsJump():
+			jop := op.JumpOp()
+			switch jop {
+			case asm.Call:
+				for r := asm.R0; r <= asm.R5; r++ {
+					forget(r)
+				}
+				continue
+			case asm.Exit, asm.Ja:
+				continue
+			}
+			if ins.Dst > asm.R9 || !known[ins.Dst] {
+				continue
+			}
+			var b uint64
+			if op.Source() == asm.RegSource {
+				if ins.Src > asm.R9 || !known[ins.Src] {
+					continue
+				}
+				b = val[ins.Src]
+			} else {
+				b = uint64(ins.Constant)
+			}
+			taken, ok := jumpTaken(jop, val[ins.Dst], b, c == asm.Jump32Class)
+			if !ok {
+				continue
+			}
+			meta := ins.Metadata
+			if taken {
+				*ins = asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource), Offset: ins.Offset}
+			} else {
+				*ins = asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}
+			}
+			ins.Metadata = meta
+			n++
+		default:
+			reset()
+		}
+	}
+	return n
+}
+
+// patchedLater reports whether ins is an immediate forFunc replaces per
+// function (fn_slots, fn_scalars): unknown until then.
+func patchedLater(ins *asm.Instruction) bool {
+	return isImm(ins, fnSlotsAny) || isImm(ins, fnScalarsAny)
+}
+
+// dropUnreachable deletes the instructions no path from the program's
+// first instruction reaches (through jumps, falls and BPF-to-BPF calls,
+// so an uncalled subprogram goes too) and re-aims the jumps over them. ok
+// is false, and insns unchanged, when a call or jump is not one this
+// models (a call by raw offset, a jump by symbol).
+func dropUnreachable(insns asm.Instructions) (asm.Instructions, int, bool) {
+	slots, index, _ := layout(insns)
+	start := map[string]int{}
+	for i, ins := range insns {
+		if s := ins.Symbol(); s != "" {
+			start[s] = i
+		}
+	}
+	reach := make([]bool, len(insns))
+	var work []int
+	push := func(i int) {
+		if i >= 0 && i < len(insns) && !reach[i] {
+			reach[i] = true
+			work = append(work, i)
+		}
+	}
+	target := func(i int) (int, bool) {
+		t, ok := index[slots[i]+1+jumpOffset(insns[i])]
+		return t, ok
+	}
+	push(0)
+	for len(work) > 0 {
+		i := work[len(work)-1]
+		work = work[:len(work)-1]
+		ins := &insns[i]
+		if ins.IsFunctionCall() || ins.IsLoadOfFunctionPointer() {
+			t, ok := start[ins.Reference()]
+			if ins.Constant != -1 || !ok {
+				return insns, 0, false
+			}
+			push(t)
+			push(i + 1)
+			continue
+		}
+		if !ins.OpCode.Class().IsJump() {
+			push(i + 1)
+			continue
+		}
+		switch ins.OpCode.JumpOp() {
+		case asm.Exit:
+		case asm.Call:
+			push(i + 1)
+		default:
+			if ins.Reference() != "" {
+				return insns, 0, false
+			}
+			t, ok := target(i)
+			if !ok {
+				return insns, 0, false
+			}
+			push(t)
+			if ins.OpCode.JumpOp() != asm.Ja {
+				push(i + 1)
+			}
+		}
+	}
+	newSlot := make([]int, len(insns))
+	pos, n := 0, 0
+	for i, ins := range insns {
+		newSlot[i] = pos
+		if reach[i] {
+			pos += int(ins.Size() / asm.InstructionSize)
+		} else {
+			n++
+		}
+	}
+	if n == 0 {
+		return insns, 0, true
+	}
+	out := make(asm.Instructions, 0, len(insns)-n)
+	for i, ins := range insns {
+		if !reach[i] {
+			continue
+		}
+		if c := ins.OpCode.Class(); c.IsJump() && !ins.IsFunctionCall() {
+			if op := ins.OpCode.JumpOp(); op != asm.Call && op != asm.Exit {
+				t, _ := target(i)
+				off := newSlot[t] - newSlot[i] - 1
+				if op == asm.Ja && c == asm.Jump32Class {
+					ins.Constant = int64(off) // gotol
+				} else {
+					ins.Offset = int16(off) // nearer than before: fits
+				}
+			}
+		}
+		out = append(out, ins)
+	}
+	return out, n, true
+}
+
+// aluFold computes an ALU instruction on known operands: its result and
+// whether it is known.
+func aluFold(op asm.OpCode, off int16, dstKnown bool, dst uint64, srcKnown bool, src uint64, wide bool) (uint64, bool) {
+	if off != 0 || !srcKnown {
+		return 0, false // movsx, sdiv, smod (cpu v4), or an unknown source
+	}
+	var v uint64
+	switch op.ALUOp() {
+	case asm.Mov:
+		v = src
+	case asm.Add, asm.Sub, asm.And, asm.Or, asm.Xor, asm.LSh, asm.RSh:
+		if !dstKnown {
+			return 0, false
+		}
+		a, b := dst, src
+		if !wide {
+			a, b = uint64(uint32(a)), uint64(uint32(b))
+		}
+		switch op.ALUOp() {
+		case asm.Add:
+			v = a + b
+		case asm.Sub:
+			v = a - b
+		case asm.And:
+			v = a & b
+		case asm.Or:
+			v = a | b
+		case asm.Xor:
+			v = a ^ b
+		case asm.LSh:
+			if wide {
+				v = a << (b & 63)
+			} else {
+				v = uint64(uint32(a) << (b & 31))
+			}
+		case asm.RSh:
+			if wide {
+				v = a >> (b & 63)
+			} else {
+				v = uint64(uint32(a) >> (b & 31))
+			}
+		}
+	default:
+		return 0, false
+	}
+	if !wide {
+		v = uint64(uint32(v)) // 32-bit operations zero the upper half
+	}
+	return v, true
+}
+
+// jumpTaken evaluates a conditional jump on known operands (jmp32:
+// their lower halves).
+func jumpTaken(op asm.JumpOp, a, b uint64, narrow bool) (bool, bool) {
+	sa, sb := int64(a), int64(b)
+	if narrow {
+		a, b = uint64(uint32(a)), uint64(uint32(b))
+		sa, sb = int64(int32(uint32(a))), int64(int32(uint32(b)))
+	}
+	switch op {
+	case asm.JEq:
+		return a == b, true
+	case asm.JNE:
+		return a != b, true
+	case asm.JGT:
+		return a > b, true
+	case asm.JGE:
+		return a >= b, true
+	case asm.JLT:
+		return a < b, true
+	case asm.JLE:
+		return a <= b, true
+	case asm.JSGT:
+		return sa > sb, true
+	case asm.JSGE:
+		return sa >= sb, true
+	case asm.JSLT:
+		return sa < sb, true
+	case asm.JSLE:
+		return sa <= sb, true
+	case asm.JSet:
+		return a&b != 0, true
+	}
+	return false, false
+}
+
+// regSet is a set of registers r0-r10, bit i for ri.
+type regSet uint16
+
+const argRegs = regSet(1<<1 | 1<<2 | 1<<3 | 1<<4 | 1<<5)
+
+// useDef returns the registers ins reads and those it surely writes
+// (without reading their old value), and whether it is a write with no
+// other effect (an ALU operation or a plain 64-bit immediate), which may
+// go when nothing reads its result. An instruction this does not model
+// reads every register.
+func useDef(ins asm.Instruction) (use, def regSet, pure bool) {
+	op := ins.OpCode
+	bit := func(r asm.Register) regSet { return 1 << r }
+	switch c := op.Class(); {
+	case c.IsALU():
+		if op.Source() == asm.RegSource {
+			use |= bit(ins.Src)
+		}
+		if op.ALUOp() != asm.Mov {
+			use |= bit(ins.Dst)
+		}
+		return use, bit(ins.Dst), ins.Dst < asm.R10
+	case c == asm.LdClass:
+		if !op.IsDWordLoad() {
+			return 0x7ff, 0, false
+		}
+		return 0, bit(ins.Dst), ins.Src == asm.R0 && ins.Reference() == "" && ins.Dst < asm.R10
+	case c == asm.LdXClass:
+		return bit(ins.Src), bit(ins.Dst), false
+	case c == asm.StClass:
+		if op.Mode() == asm.AtomicMode {
+			return 0x7ff, 0, false
+		}
+		return bit(ins.Dst), 0, false
+	case c == asm.StXClass:
+		if op.Mode() == asm.AtomicMode {
+			return bit(ins.Dst) | bit(ins.Src) | bit(asm.R0), 0, false
+		}
+		return bit(ins.Dst) | bit(ins.Src), 0, false
+	case c.IsJump():
+		switch op.JumpOp() {
+		case asm.Call:
+			use = argRegs
+			if noArgHelper(ins) {
+				use = 0
+			}
+			return use, bit(asm.R0) | argRegs, false
+		case asm.Exit:
+			return bit(asm.R0), 0, false
+		case asm.Ja:
+			return 0, 0, false
+		}
+		use = bit(ins.Dst)
+		if op.Source() == asm.RegSource {
+			use |= bit(ins.Src)
+		}
+		return use, 0, false
+	}
+	return 0x7ff, 0, false
+}
+
+// dropDeadWrites turns the pure register writes whose result no path
+// reads into `ja +0` (a 64-bit immediate into two), by backward liveness
+// over the instructions' control flow (a call returns to the next
+// instruction; a BPF-to-BPF callee is its own function, entered with
+// r1-r5).
+func dropDeadWrites(insns asm.Instructions) (asm.Instructions, int) {
+	slots, index, _ := layout(insns)
+	type node struct {
+		use, def regSet
+		pure     bool
+		succ     [2]int // instruction indexes, -1 none
+	}
+	nodes := make([]node, len(insns))
+	for i, ins := range insns {
+		u, d, p := useDef(ins)
+		nd := node{use: u, def: d, pure: p, succ: [2]int{-1, -1}}
+		op := ins.OpCode
+		next := i + 1
+		if next >= len(insns) {
+			next = -1
+		}
+		if op.Class().IsJump() {
+			switch op.JumpOp() {
+			case asm.Exit:
+			case asm.Call:
+				nd.succ[0] = next
+			case asm.Ja:
+				t, ok := index[slots[i]+1+jumpOffset(ins)]
+				if !ok {
+					return insns, 0 // a jump into an instruction's second slot: leave all
+				}
+				nd.succ[0] = t
+			default:
+				t, ok := index[slots[i]+1+jumpOffset(ins)]
+				if !ok {
+					return insns, 0
+				}
+				nd.succ[0], nd.succ[1] = next, t
+			}
+		} else {
+			nd.succ[0] = next
+		}
+		nodes[i] = nd
+	}
+	liveIn := make([]regSet, len(insns))
+	liveOut := make([]regSet, len(insns))
+	for changed := true; changed; {
+		changed = false
+		for i := len(insns) - 1; i >= 0; i-- {
+			nd := &nodes[i]
+			var out regSet
+			for _, s := range nd.succ {
+				if s >= 0 {
+					out |= liveIn[s]
+				}
+			}
+			in := nd.use | (out &^ nd.def)
+			if out != liveOut[i] || in != liveIn[i] {
+				liveOut[i], liveIn[i] = out, in
+				changed = true
+			}
+		}
+	}
+	n := 0
+	out := make(asm.Instructions, 0, len(insns))
+	for i, ins := range insns {
+		nd := nodes[i]
+		if nd.pure && nd.def&liveOut[i] == 0 && !(ins.OpCode.JumpOp() == asm.Ja && ins.OpCode.Class().IsJump()) {
+			n++
+			if ins.OpCode.IsDWordLoad() {
+				out = append(out, nopLike(ins), asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)})
+				continue
+			}
+			out = append(out, nopLike(ins))
+			continue
+		}
+		out = append(out, ins)
+	}
+	return out, n
+}

@@ -1,0 +1,159 @@
+package attach
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/cilium/ebpf/asm"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func isNop(ins asm.Instruction) bool {
+	return ins.OpCode.JumpOp() == asm.Ja && ins.OpCode.Class() == asm.JumpClass && ins.Offset == 0
+}
+
+// TestSimplifyFoldsSettings: a setting inlined as an immediate decides its
+// branch before load: the jump is gone, the path it ruled out is deleted
+// (check_cfg refuses unreachable instructions), the jump over it re-aimed,
+// and the move that fed the jump, read by nothing else, is a nop.
+func TestSimplifyFoldsSettings(t *testing.T) {
+	in := asm.Instructions{
+		asm.Mov.Imm(asm.R6, 0).WithSymbol("prog"), // 0: a setting, 0
+		asm.Mov.Reg(asm.R7, asm.R1),               // 1: ctx
+		asm.JEq.Imm(asm.R6, 0, "").WithSymbol(""), // 2: taken: 3-4 unreachable
+		asm.Mov.Imm(asm.R0, 1),                    // 3
+		asm.Return(),                              // 4
+		asm.Mov.Imm32(asm.R2, 5),                  // 5: r2 = 5
+		asm.JGT.Imm32(asm.R2, 9, ""),              // 6: never taken
+		asm.LoadMem(asm.R0, asm.R7, 0, asm.DWord), // 7: the kept path reads ctx
+		asm.Return(),                              // 8
+		asm.Mov.Imm(asm.R0, 2),                    // 9: the target of 6, unreachable
+		asm.Return(),                              // 10
+	}
+	in[2].Offset = 2 // to 5
+	in[6].Offset = 2 // to 9
+	out, n := simplify(in)
+	require.NotZero(t, n)
+	var kept []asm.Instruction
+	for _, ins := range out {
+		if !isNop(ins) {
+			kept = append(kept, ins)
+		}
+	}
+	// What the verifier loads: ctx copied, read, returned; no setting's
+	// move, no jump, no dead path.
+	require.Len(t, kept, 3, "%v", out)
+	assert.Equal(t, asm.Mov.Reg(asm.R7, asm.R1).OpCode, kept[0].OpCode)
+	assert.Equal(t, asm.LoadMem(asm.R0, asm.R7, 0, asm.DWord).OpCode, kept[1].OpCode)
+	assert.Equal(t, asm.Exit, kept[2].OpCode.JumpOp())
+	assert.Equal(t, "prog", out[0].Symbol(), "the function's symbol stays on its first slot")
+	// Every jump left lands on an instruction.
+	slots, index, _ := layout(out)
+	for i, ins := range out {
+		if ins.OpCode.Class().IsJump() && ins.OpCode.JumpOp() != asm.Exit && ins.OpCode.JumpOp() != asm.Call {
+			_, ok := index[slots[i]+1+jumpOffset(ins)]
+			assert.True(t, ok, "jump %d: %v", i, ins)
+		}
+	}
+}
+
+// TestSimplifyKeepsUnknown: a jump on a value loaded from memory, a helper's
+// result or an immediate forFunc patches later (fn_slots) stays, and so do
+// both its paths and what they read.
+func TestSimplifyKeepsUnknown(t *testing.T) {
+	for name, setup := range map[string]asm.Instruction{
+		"memory":   asm.LoadMem(asm.R6, asm.R1, 0, asm.DWord),
+		"fn_slots": asm.LoadImm(asm.R6, fnSlotsAny, asm.DWord),
+	} {
+		in := asm.Instructions{
+			setup.WithSymbol("prog"),
+			asm.Mov.Imm(asm.R0, 1),
+			asm.JGT.Imm(asm.R6, 6, ""), // to the return of r0 = 1
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return(),
+		}
+		in[2].Offset = 1
+		out, _ := simplify(in)
+		jumps := 0
+		for _, ins := range out {
+			if ins.OpCode.JumpOp() == asm.JGT {
+				jumps++
+			}
+		}
+		assert.Equal(t, 1, jumps, name)
+		assert.Equal(t, in[1], out[len(out)-4], "%s: r0 = 1 is read on the taken path: %v", name, out)
+	}
+	// A helper's result: r0 after a call is unknown.
+	in := asm.Instructions{
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("prog"),
+		asm.FnGetCurrentPidTgid.Call(),
+		asm.JEq.Imm(asm.R0, 0, ""),
+		asm.Return(),
+		asm.Return(),
+	}
+	in[2].Offset = 1
+	out, _ := simplify(in)
+	assert.Equal(t, asm.JEq, out[2].OpCode.JumpOp(), "%v", out)
+}
+
+// TestSimplifyDropsUncalled: a subprogram whose only call is on a path a
+// setting rules out goes with it (a stranded function would be an
+// unreachable instruction); a called one stays, reached by symbol.
+func TestSimplifyDropsUncalled(t *testing.T) {
+	in := asm.Instructions{
+		asm.Mov.Imm(asm.R6, 1).WithSymbol("prog"),
+		asm.JEq.Imm(asm.R6, 0, ""), // never taken: the call of "dead" goes
+		asm.Call.Label("live"),
+		asm.Return(),
+		asm.Call.Label("dead"),
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, 7).WithSymbol("live"),
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, 8).WithSymbol("dead"),
+		asm.Return(),
+	}
+	in[1].Offset = 2
+	out, _ := simplify(in)
+	syms := map[string]bool{}
+	for _, ins := range out {
+		if s := ins.Symbol(); s != "" {
+			syms[s] = true
+		}
+		assert.NotEqual(t, "dead", ins.Reference(), "%v", out)
+	}
+	assert.Equal(t, map[string]bool{"prog": true, "live": true}, syms)
+	err := out.Marshal(discard{}, binary.LittleEndian)
+	require.NoError(t, err, "function references resolve")
+}
+
+// TestSimplifyLiveness: a write overwritten before any read goes, and so
+// does one a helper without arguments meets first (it reads none, clobbers
+// r1-r5); a write read on one path only stays, and so do a call's
+// possible arguments.
+func TestSimplifyLiveness(t *testing.T) {
+	in := asm.Instructions{
+		asm.Mov.Imm(asm.R1, 3).WithSymbol("prog"), // 0: overwritten at 1
+		asm.Mov.Imm(asm.R1, 9),                    // 1: the helper at 2 reads no argument
+		asm.FnGetCurrentPidTgid.Call(),            // 2
+		asm.Mov.Imm(asm.R2, 4),                    // 3: read at 6, on one path
+		asm.Mov.Imm(asm.R3, 1),                    // 4: the lookup at 8 may read r1-r5
+		asm.JEq.Imm(asm.R0, 0, ""),                // 5: unknown, to 8
+		asm.Mov.Reg(asm.R0, asm.R2),               // 6
+		asm.Return(),                              // 7
+		asm.FnMapLookupElem.Call(),                // 8
+		asm.Return(),                              // 9
+	}
+	in[5].Offset = 2
+	out, n := dropDeadWrites(in)
+	assert.Equal(t, 2, n)
+	assert.True(t, isNop(out[0]), "r1 = 3: %v", out[0])
+	assert.True(t, isNop(out[1]), "r1 = 9: %v", out[1])
+	assert.Equal(t, "prog", out[0].Symbol(), "the symbol stays on the nop")
+	assert.Equal(t, in[3], out[3], "r2 = 4")
+	assert.Equal(t, in[4], out[4], "r3 = 1")
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
