@@ -3,6 +3,7 @@ package attach
 import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 )
 
 // The settings a program reads are immediates once inlineRodata has run
@@ -83,7 +84,12 @@ func layout(insns asm.Instructions) (slots []int, index map[int]int, targets map
 		if op := ins.OpCode.JumpOp(); op == asm.Call || op == asm.Exit {
 			continue
 		}
-		targets[slots[i]+1+jumpOffset(ins)] = true
+		if off := jumpOffset(ins); off != 0 {
+			// A jump to the next instruction enters it with the state it
+			// falls through with: not a block start (inlineRodata leaves
+			// `rX = VALUE; ja +0` before the jump that tests the setting).
+			targets[slots[i]+1+off] = true
+		}
 	}
 	return slots, index, targets
 }
@@ -116,8 +122,12 @@ func foldJumps(insns asm.Instructions) int {
 		switch c := op.Class(); {
 		case c.IsALU():
 			dst := ins.Dst
-			if dst > asm.R9 {
+			if dst > asm.R9 || (op.Source() == asm.RegSource && ins.Src > asm.R9) {
 				reset()
+				continue
+			}
+			if relocated(ins) {
+				forget(dst) // a CO-RE value, rewritten at load
 				continue
 			}
 			var src uint64
@@ -135,7 +145,7 @@ func foldJumps(insns asm.Instructions) int {
 				forget(dst)
 			}
 		case c == asm.LdClass:
-			if op.IsDWordLoad() && ins.Src == asm.R0 && ins.Reference() == "" && !patchedLater(ins) {
+			if op.IsDWordLoad() && ins.Src == asm.R0 && ins.Reference() == "" && !patchedLater(ins) && !relocated(ins) {
 				set(ins.Dst, uint64(ins.Constant))
 			} else if op.IsDWordLoad() {
 				forget(ins.Dst)
@@ -146,7 +156,10 @@ func foldJumps(insns asm.Instructions) int {
 			forget(ins.Dst)
 		case c == asm.StClass || c == asm.StXClass:
 			if op.Mode() == asm.AtomicMode {
+				// fetch and xchg write src, cmpxchg r0, load-acquire
+				// (cilium's asm.LoadAcquire) dst
 				forget(ins.Src)
+				forget(ins.Dst)
 				forget(asm.R0)
 			}
 		case c.IsJump():
@@ -189,6 +202,13 @@ func foldJumps(insns asm.Instructions) int {
 		}
 	}
 	return n
+}
+
+// relocated reports whether ins carries a CO-RE relocation
+// (bpf_core_field_exists and the like: an immediate cilium/ebpf rewrites
+// at load, after simplify): its value is not known, and it stays.
+func relocated(ins *asm.Instruction) bool {
+	return btf.CORERelocationMetadata(ins) != nil
 }
 
 // patchedLater reports whether ins is an immediate forFunc replaces per
@@ -399,12 +419,12 @@ func useDef(ins asm.Instruction) (use, def regSet, pure bool) {
 		if op.ALUOp() != asm.Mov {
 			use |= bit(ins.Dst)
 		}
-		return use, bit(ins.Dst), ins.Dst < asm.R10
+		return use, bit(ins.Dst), ins.Dst < asm.R10 && !relocated(&ins)
 	case c == asm.LdClass:
 		if !op.IsDWordLoad() {
 			return 0x7ff, 0, false
 		}
-		return 0, bit(ins.Dst), ins.Src == asm.R0 && ins.Reference() == "" && ins.Dst < asm.R10
+		return 0, bit(ins.Dst), ins.Src == asm.R0 && ins.Reference() == "" && ins.Dst < asm.R10 && !relocated(&ins)
 	case c == asm.LdXClass:
 		return bit(ins.Src), bit(ins.Dst), false
 	case c == asm.StClass:

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -157,3 +158,65 @@ func TestSimplifyLiveness(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestSimplifyInlinedSetting: the shape inlineRodata leaves, `rX = VALUE;
+// ja +0` before the jump that tests the setting: the nop is no block start
+// (its only other way in is the same state), so the jump folds. Review of
+// session 16: with every `ja +0` a block start nothing folded.
+func TestSimplifyInlinedSetting(t *testing.T) {
+	in := asm.Instructions{
+		asm.LoadImm(asm.R1, 0, asm.DWord).WithSymbol("prog"), // the setting, as inlineRodata leaves it
+		asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)},
+		asm.JEq.Imm(asm.R1, 0, ""), // taken
+		asm.Mov.Imm(asm.R0, 1),
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, 2),
+		asm.Return(),
+	}
+	in[2].Offset = 2
+	out, _ := simplify(in)
+	for _, ins := range out {
+		assert.NotEqual(t, asm.JEq, ins.OpCode.JumpOp(), "the setting's jump folds: %v", out)
+		assert.NotEqual(t, int64(1), ins.Constant, "the path it rules out goes: %v", out)
+	}
+}
+
+// TestSimplifyLoadAcquire: an atomic load-acquire writes its dst, so a
+// value known before it is not known after (review: it was kept).
+func TestSimplifyLoadAcquire(t *testing.T) {
+	in := asm.Instructions{
+		asm.Mov.Imm(asm.R6, 0).WithSymbol("prog"),
+		asm.LoadAcquire(asm.R6, asm.R1, asm.DWord, 0),
+		asm.JEq.Imm(asm.R6, 0, ""),
+		asm.Mov.Imm(asm.R0, 1),
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, 2),
+		asm.Return(),
+	}
+	in[2].Offset = 2
+	out, _ := simplify(in)
+	assert.Equal(t, asm.JEq, out[2].OpCode.JumpOp(), "%v", out)
+}
+
+// TestSimplifyCORE: an immediate with a CO-RE relocation
+// (bpf_core_field_exists) is rewritten by cilium/ebpf at load, after
+// simplify: its jump stays and so does the instruction, relocation and
+// all (review: it was folded on the compiled value and its relocation
+// moved onto a nop, which the load then refused).
+func TestSimplifyCORE(t *testing.T) {
+	relo := &btf.CORERelocation{}
+	in := asm.Instructions{
+		btf.WithCORERelocationMetadata(asm.Mov.Imm(asm.R1, 1), relo).WithSymbol("prog"),
+		asm.JEq.Imm(asm.R1, 0, ""),
+		asm.Mov.Imm(asm.R0, 1),
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, 2),
+		asm.Return(),
+	}
+	in[1].Offset = 2
+	out, _ := simplify(in)
+	require.Len(t, out, len(in))
+	assert.Equal(t, in[0].OpCode, out[0].OpCode)
+	assert.Same(t, relo, btf.CORERelocationMetadata(&out[0]))
+	assert.Equal(t, asm.JEq, out[1].OpCode.JumpOp())
+}
