@@ -159,22 +159,23 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
+// branchOn returns the program pre..., `if reg == 0 goto +2; r0 = 1;
+// exit; r0 = 2; exit`, its first instruction the symbol "prog".
+func branchOn(reg asm.Register, pre ...asm.Instruction) asm.Instructions {
+	in := append(asm.Instructions{}, pre...)
+	in[0] = in[0].WithSymbol("prog")
+	jump := asm.JEq.Imm(reg, 0, "")
+	jump.Offset = 2
+	return append(in, jump, asm.Mov.Imm(asm.R0, 1), asm.Return(), asm.Mov.Imm(asm.R0, 2), asm.Return())
+}
+
 // TestSimplifyInlinedSetting: the shape inlineRodata leaves, `rX = VALUE;
 // ja +0` before the jump that tests the setting: the nop is no block start
 // (its only other way in is the same state), so the jump folds. Review of
 // session 16: with every `ja +0` a block start nothing folded.
 func TestSimplifyInlinedSetting(t *testing.T) {
-	in := asm.Instructions{
-		asm.LoadImm(asm.R1, 0, asm.DWord).WithSymbol("prog"), // the setting, as inlineRodata leaves it
-		asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)},
-		asm.JEq.Imm(asm.R1, 0, ""), // taken
-		asm.Mov.Imm(asm.R0, 1),
-		asm.Return(),
-		asm.Mov.Imm(asm.R0, 2),
-		asm.Return(),
-	}
-	in[2].Offset = 2
-	out, _ := simplify(in)
+	// the setting, as inlineRodata leaves it; the jump is taken
+	out, _ := simplify(branchOn(asm.R1, asm.LoadImm(asm.R1, 0, asm.DWord), asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}))
 	for _, ins := range out {
 		assert.NotEqual(t, asm.JEq, ins.OpCode.JumpOp(), "the setting's jump folds: %v", out)
 		assert.NotEqual(t, int64(1), ins.Constant, "the path it rules out goes: %v", out)
@@ -184,17 +185,7 @@ func TestSimplifyInlinedSetting(t *testing.T) {
 // TestSimplifyLoadAcquire: an atomic load-acquire writes its dst, so a
 // value known before it is not known after (review: it was kept).
 func TestSimplifyLoadAcquire(t *testing.T) {
-	in := asm.Instructions{
-		asm.Mov.Imm(asm.R6, 0).WithSymbol("prog"),
-		asm.LoadAcquire(asm.R6, asm.R1, asm.DWord, 0),
-		asm.JEq.Imm(asm.R6, 0, ""),
-		asm.Mov.Imm(asm.R0, 1),
-		asm.Return(),
-		asm.Mov.Imm(asm.R0, 2),
-		asm.Return(),
-	}
-	in[2].Offset = 2
-	out, _ := simplify(in)
+	out, _ := simplify(branchOn(asm.R6, asm.Mov.Imm(asm.R6, 0), asm.LoadAcquire(asm.R6, asm.R1, asm.DWord, 0)))
 	assert.Equal(t, asm.JEq, out[2].OpCode.JumpOp(), "%v", out)
 }
 
@@ -205,15 +196,7 @@ func TestSimplifyLoadAcquire(t *testing.T) {
 // moved onto a nop, which the load then refused).
 func TestSimplifyCORE(t *testing.T) {
 	relo := &btf.CORERelocation{}
-	in := asm.Instructions{
-		btf.WithCORERelocationMetadata(asm.Mov.Imm(asm.R1, 1), relo).WithSymbol("prog"),
-		asm.JEq.Imm(asm.R1, 0, ""),
-		asm.Mov.Imm(asm.R0, 1),
-		asm.Return(),
-		asm.Mov.Imm(asm.R0, 2),
-		asm.Return(),
-	}
-	in[1].Offset = 2
+	in := branchOn(asm.R1, btf.WithCORERelocationMetadata(asm.Mov.Imm(asm.R1, 1), relo))
 	out, _ := simplify(in)
 	require.Len(t, out, len(in))
 	assert.Equal(t, in[0].OpCode, out[0].OpCode)
