@@ -1546,7 +1546,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs,
 	 * here, so the order of this and the ids' rejections below does not
 	 * matter, and the exit of a rejected call asks for neither the task's
 	 * ids nor its frames. decided: the program's head has done both
-	 * (fexit_head). */
+	 * (FTP_FEXIT's head). */
 	int redecide = x_entry && !regs && !session && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI);
 	/* The cookie now, read once (TestOnlyCookieInlined), when it is
 	 * needed whatever the ids say. */
@@ -1836,8 +1836,8 @@ int ftp_fentry(void *ctx) { tramp_entry(ctx, FTP_MODE_FENTRY); return 0; }
  * predicate's second decision, and a body it calls for a call the
  * predicate lets in (a BPF-to-BPF call): the head of a rejected call
  * sets up no private stack and saves few registers (the body's stack is
- * large), which is most of what the rejection costs. Other objects have
- * no entry predicate: one program. */
+ * large), which is most of what the rejection costs. Other objects: one
+ * program (the stat and general ones re-decide in on_exit, no head). */
 #define FTP_FEXIT(name, mode)                                                         \
 	static __attribute__((noinline)) int name##_body(void *ctx)                   \
 	{                                                                             \
