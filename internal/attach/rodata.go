@@ -70,27 +70,10 @@ func inlineRodata(spec *ebpf.CollectionSpec) (int, error) {
 // dead address (inlineKeptAddress) as two `ja +0`: one instruction more
 // per address, the same slots.
 func inlineRodataInsns(insns asm.Instructions, data []byte, bo binary.ByteOrder) (asm.Instructions, int, error) {
-	// Slot of each instruction, and every jump target (in slots).
-	slots := make([]int, len(insns))
-	targets := map[int]bool{}
-	pos := 0
-	index := map[int]int{} // slot -> instruction
-	for i, ins := range insns {
-		slots[i] = pos
-		index[pos] = i
-		pos += int(ins.Size() / asm.InstructionSize)
-	}
-	for i, ins := range insns {
-		c := ins.OpCode.Class()
-		if !c.IsJump() {
-			continue
-		}
-		op := ins.OpCode.JumpOp()
-		if op == asm.Call || op == asm.Exit {
-			continue
-		}
-		targets[slots[i]+1+jumpOffset(ins)] = true
-	}
+	// Slot of each instruction, and every jump target (in slots; a jump
+	// to the next instruction is none: the load and its use are never
+	// split by one, the load being that instruction).
+	slots, index, targets := layout(insns)
 	n := 0
 	for i := 0; i+1 < len(insns); i++ {
 		ld, mem := insns[i], insns[i+1]
