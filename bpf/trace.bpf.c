@@ -119,6 +119,13 @@ enum ftp_func_pred {
 	FTP_FN_PRED_SHIFT = 28,
 	FTP_FN_PRED_MAX = 15,
 };
+/* only_nargs's value when the trace's one function's argument registers
+ * are not known (several functions, no BTF prototype, a struct passed by
+ * value, variadic): fn_nargs asks bpf_get_func_arg_cnt. Also the fn_slots()
+ * immediate user space gives multi programs (attach.simplifyPrograms). */
+enum ftp_nargs {
+	FTP_NARGS_UNKNOWN = 0xff,
+};
 #define FTP_MAX_STRS 2      /* strings read per event */
 #define FTP_STR_LEN 128     /* bytes per string, NUL included */
 #define FTP_STACK_DEPTH 32  /* kernel stack frames per event */
@@ -371,6 +378,7 @@ const enum ftp_mode *unused_mode __attribute__((unused));
 const enum ftp_flags *unused_flags __attribute__((unused));
 const enum ftp_func_flags *unused_func_flags __attribute__((unused));
 const enum ftp_func_pred *unused_func_pred __attribute__((unused));
+const enum ftp_nargs *unused_nargs __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -557,6 +565,14 @@ volatile __u64 windows_open = 0;
  * with one function on arm64 7.3 (insnprof, compare --body agg), more
  * with log2 of the functions a link holds. */
 volatile const __u64 only_cookie = 0;
+/* only_nargs: the argument registers of the trace's one function, at most
+ * FTP_MAX_ARGS, when its BTF prototype says (no struct passed by value,
+ * not variadic; attach.onlyNargs), else FTP_NARGS_UNKNOWN: fn_nargs's count in a
+ * program that may not read its arguments from ctx, a multi program
+ * above all (the kernel checks those reads against bpf_multi_func(void)
+ * and refuses every one), so that the loops over the arguments are
+ * decided before load instead of by bpf_get_func_arg_cnt. */
+volatile const __u32 only_nargs = FTP_NARGS_UNKNOWN;
 
 static __always_inline __u64 attach_cookie(void *ctx)
 {
@@ -856,14 +872,18 @@ static __always_inline __attribute__((unused)) __u64 fn_scalars(void)
 }
 
 /* fn_nargs is bpf_get_func_arg_cnt, or in the filter object the
- * count patched in a program loaded for one function (fn_slots; at most
- * FTP_MAX_ARGS, which is all a record or predicate reads). */
+ * count patched in a program loaded for one function (fn_slots), else the
+ * trace's one function's (only_nargs); at most FTP_MAX_ARGS, which is all
+ * a record or predicate reads. */
 static __always_inline __u64 fn_nargs(void *ctx)
 {
 #if defined(FTP_FILTER)
 	__u64 slots = fn_slots();
 	if (slots <= FTP_MAX_ARGS)
 		return slots;
+	__u32 only = only_nargs;
+	if (only <= FTP_MAX_ARGS)
+		return only;
 #endif
 	return bpf_get_func_arg_cnt(ctx);
 }

@@ -321,7 +321,7 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 		}
 	}
 	// opts.onlyCookie needs predCookie, set just above.
-	settings = append(settings, setting{"only_cookie", opts.onlyCookie(all)})
+	settings = append(settings, setting{"only_cookie", opts.onlyCookie(all)}, setting{"only_nargs", onlyNargs(all)})
 	if err := setSettings(spec, settings, v.fixed); err != nil {
 		return nil, err
 	}
@@ -532,12 +532,12 @@ func (t *Tracer) verifyOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 			return opts.Kernel.Explain("fentry.multi", describeFuncs(fs), err)
 		}
 		if CheckAttachType(AttachTraceFSessionMulti) == nil {
-			return load("ftp_fsession_multi", AttachTraceFSessionMulti, MultiTarget, describeFuncs(fs))
+			return load(progFSessionMulti, AttachTraceFSessionMulti, MultiTarget, describeFuncs(fs))
 		}
-		if err := load("ftp_fentry_multi", AttachTraceFEntryMulti, MultiTarget, describeFuncs(fs)); err != nil {
+		if err := load(progFEntryMulti, AttachTraceFEntryMulti, MultiTarget, describeFuncs(fs)); err != nil {
 			return err
 		}
-		return load("ftp_fexit_multi", AttachTraceFExitMulti, MultiTarget, describeFuncs(fs))
+		return load(progFExitMulti, AttachTraceFExitMulti, MultiTarget, describeFuncs(fs))
 	}
 	switch opts.Mode {
 	case ModeFentry:
@@ -1117,6 +1117,24 @@ func (o Options) onlyCookie(all []*symbols.Func) uint64 {
 		return 0
 	}
 	return o.cookie(all[0])
+}
+
+// onlyNargs is bpf/trace.bpf.c's only_nargs (a __u32): the argument
+// registers of the trace's one function (all), at most MaxArgs, when its
+// BTF prototype maps each parameter to one register (protoRegs), else
+// FTP_NARGS_UNKNOWN (bpf_get_func_arg_cnt decides). The trampoline
+// programs count the arguments they fetch with it where they may not
+// read them from ctx (the multi programs: the kernel checks their ctx
+// reads against bpf_multi_func, which has no parameters, 7.3).
+func onlyNargs(all []*symbols.Func) uint32 {
+	if len(all) != 1 {
+		return uint32(bpfobj.TraceFtpNargsFTP_NARGS_UNKNOWN)
+	}
+	n, ok := protoRegs(all[0])
+	if !ok {
+		return uint32(bpfobj.TraceFtpNargsFTP_NARGS_UNKNOWN)
+	}
+	return uint32(n)
 }
 
 // anyEntryOnly reports whether fs holds a function traced at entry only

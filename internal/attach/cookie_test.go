@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -125,6 +126,71 @@ func TestOnlyCookieInlined(t *testing.T) {
 			for i, ins := range ps.Instructions {
 				if ins.IsLoadFromMap() && ins.Reference() == ".rodata" && uint32(uint64(ins.Constant)>>32) == v.Offset {
 					t.Errorf("%s %s: insn %d still loads only_cookie: %v", name, pn, i, ins)
+				}
+			}
+		}
+	}
+}
+
+// TestOnlyNargs: only_nargs is the one function's parameter count, capped
+// at MaxArgs, and FTP_NARGS_UNKNOWN (0xff) for several functions or a
+// prototype whose parameters are not one register each; every trace
+// object takes the value as its __u32 (a uint64 setting is refused at
+// load, "doesn't marshal to 4 bytes"). With it set, the filter object's
+// multi programs keep no load of it and no fn_slots()/fn_scalars() magic
+// after simplifyPrograms.
+func TestOnlyNargs(t *testing.T) {
+	u := func(n int) []symbols.Param {
+		ps := make([]symbols.Param, n)
+		for i := range ps {
+			ps[i] = symbols.Param{Name: fmt.Sprintf("a%d", i), Kind: symbols.ArgUint, Size: 8}
+		}
+		return ps
+	}
+	three := &symbols.Func{ID: 1, Name: "three", Proto: &symbols.Proto{Params: u(3)}}
+	for _, c := range []struct {
+		name string
+		fs   []*symbols.Func
+		want uint32
+	}{
+		{"three", []*symbols.Func{three}, 3},
+		{"none", []*symbols.Func{{ID: 2, Name: "none", Proto: &symbols.Proto{}}}, 0},
+		{"eight", []*symbols.Func{{ID: 3, Name: "eight", Proto: &symbols.Proto{Params: u(8)}}}, MaxArgs},
+		{"two functions", []*symbols.Func{three, {ID: 4, Name: "g", Proto: &symbols.Proto{Params: u(1)}}}, 0xff},
+		{"no BTF", []*symbols.Func{{ID: 5, Name: "nobtf"}}, 0xff},
+		{"struct by value", []*symbols.Func{{ID: 6, Name: "sbv", Proto: &symbols.Proto{Params: u(2), StructByValue: "b"}}}, 0xff},
+		{"variadic", []*symbols.Func{{ID: 7, Name: "va", Proto: &symbols.Proto{Params: u(2), Varargs: true}}}, 0xff},
+		{"compiler copy", []*symbols.Func{{ID: 8, Name: "f.isra.0", Proto: &symbols.Proto{Params: u(2)}, ProtoErr: "a compiler copy"}}, 0xff},
+	} {
+		if got := onlyNargs(c.fs); got != c.want {
+			t.Errorf("onlyNargs(%s) = %#x, want %#x", c.name, got, c.want)
+		}
+	}
+	for name, load := range map[string]func() (*ebpf.CollectionSpec, error){
+		"lean": bpfobj.LoadTraceLean, "filter": bpfobj.LoadTraceFilter, "stat": bpfobj.LoadTraceStat, "general": bpfobj.LoadTrace,
+	} {
+		spec, err := load()
+		require.NoError(t, err)
+		require.NoError(t, setSettings(spec, []setting{{"only_nargs", onlyNargs([]*symbols.Func{three})}}, nil), name)
+		var got uint32
+		require.NoError(t, spec.Variables["only_nargs"].Get(&got), name)
+		require.Equal(t, uint32(3), got, name)
+		if name != "filter" {
+			continue
+		}
+		_, err = inlineRodata(spec)
+		require.NoError(t, err)
+		simplifyPrograms(spec)
+		off := spec.Variables["only_nargs"].Offset
+		for pn := range multiPrograms {
+			ps := spec.Programs[pn]
+			require.NotNil(t, ps, pn)
+			for i, ins := range ps.Instructions {
+				if ins.IsLoadFromMap() && ins.Reference() == ".rodata" && uint32(uint64(ins.Constant)>>32) == off {
+					t.Errorf("filter %s: insn %d still loads only_nargs: %v", pn, i, ins)
+				}
+				if isImm(&ins, fnSlotsAny) || isImm(&ins, fnScalarsAny) {
+					t.Errorf("filter %s: insn %d keeps the fn_slots/fn_scalars magic: %v", pn, i, ins)
 				}
 			}
 		}

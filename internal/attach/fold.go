@@ -21,10 +21,24 @@ import (
 // symbol), and a register write (ALU, move, 64-bit immediate) that no path
 // reads becomes `ja +0`, which the verifier removes (opt_remove_nops).
 
-// simplifyPrograms runs simplify on every program of spec.
+// simplifyPrograms runs simplify on every program of spec, after giving
+// the multi programs' fn_slots() and fn_scalars() immediates the values
+// that mean "not one function" (forFunc never patches them: the kernel
+// refuses their ctx reads, bpf_multi_func has no parameters), so that
+// the branches on them fold too.
 func simplifyPrograms(spec *ebpf.CollectionSpec) int {
 	n := 0
-	for _, ps := range spec.Programs {
+	for name, ps := range spec.Programs {
+		if _, multi := multiPrograms[name]; multi {
+			for i := range ps.Instructions {
+				switch ins := &ps.Instructions[i]; {
+				case isImm(ins, fnSlotsAny):
+					ins.Constant = int64(fnSlotsNone)
+				case isImm(ins, fnScalarsAny):
+					ins.Constant = 0
+				}
+			}
+		}
 		var k int
 		ps.Instructions, k = simplify(ps.Instructions)
 		n += k

@@ -190,7 +190,7 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 	// fsession.multi: one program, one link, entry and exit.
 	var sessionErr error
 	if CheckAttachType(AttachTraceFSessionMulti) == nil {
-		prog, err := ld.Load("ftp_fsession_multi", AttachTraceFSessionMulti, MultiTarget)
+		prog, err := ld.Load(progFSessionMulti, AttachTraceFSessionMulti, MultiTarget)
 		if err == nil {
 			var good []*symbols.Func
 			var bad []Failure
@@ -207,12 +207,12 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 		}
 		sessionErr = opts.Kernel.Explain("fsession.multi", describeFuncs(fs), err)
 	}
-	entry, err := ld.Load("ftp_fentry_multi", AttachTraceFEntryMulti, MultiTarget)
+	entry, err := ld.Load(progFEntryMulti, AttachTraceFEntryMulti, MultiTarget)
 	if err != nil {
 		return opts.Kernel.Explain("fentry.multi", describeFuncs(fs), err)
 	}
 	t.progs = append(t.progs, entry)
-	exit, err := ld.Load("ftp_fexit_multi", AttachTraceFExitMulti, MultiTarget)
+	exit, err := ld.Load(progFExitMulti, AttachTraceFExitMulti, MultiTarget)
 	if err != nil {
 		return opts.Kernel.Explain("fexit.multi", describeFuncs(fs), err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
+	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -16,6 +17,23 @@ import (
 // for. A program that keeps it reads the arguments through
 // bpf_get_func_arg.
 const fnSlotsAny = 0x746f6c735f707466
+
+// fnSlotsNone is the fn_slots() of a program loaded for several
+// functions (the multi programs, simplifyPrograms): more than
+// FTP_MAX_ARGS, no count.
+const fnSlotsNone = uint64(bpfobj.TraceFtpNargsFTP_NARGS_UNKNOWN)
+
+// protoRegs returns the number of parameters of f's BTF prototype, at
+// most MaxArgs, and false when that is not its number of argument
+// registers or not known: no prototype, a compiler copy (ProtoErr), a
+// struct passed by value (one parameter in one or two registers) or
+// variadic. FuncSlots and onlyNargs start from it.
+func protoRegs(f *symbols.Func) (int, bool) {
+	if f == nil || f.Proto == nil || f.ProtoErr != "" || f.Proto.StructByValue != "" || f.Proto.Varargs {
+		return 0, false
+	}
+	return min(len(f.Proto.Params), MaxArgs), true
+}
 
 // FuncSlots returns the number of argument registers (at most MaxArgs)
 // the trampoline programs loaded for f alone (fentry, fexit: 5.5;
@@ -34,10 +52,10 @@ const fnSlotsAny = 0x746f6c735f707466
 // 7.3 allows. A kernel that refuses one all the same gets the program as
 // compiled (loadForFunc).
 func FuncSlots(f *symbols.Func) (uint64, bool) {
-	if f == nil || f.Proto == nil || f.ProtoErr != "" || f.Proto.StructByValue != "" || f.Proto.Varargs {
+	n, ok := protoRegs(f)
+	if !ok {
 		return 0, false
 	}
-	n := min(len(f.Proto.Params), MaxArgs)
 	for _, p := range f.Proto.Params[:n] {
 		if !p.CtxScalar {
 			return 0, false

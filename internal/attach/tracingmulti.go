@@ -59,6 +59,22 @@ const (
 	AttachTraceFSessionMulti = ebpf.AttachType(61)
 )
 
+// The trace programs loaded for the tracing multi links (one program,
+// many functions): bpf/trace.bpf.c's ftp_fentry_multi, ftp_fexit_multi
+// and ftp_fsession_multi. multiPrograms lists them with their attach
+// types; simplifyPrograms treats them as loaded for several functions.
+const (
+	progFEntryMulti   = "ftp_fentry_multi"
+	progFExitMulti    = "ftp_fexit_multi"
+	progFSessionMulti = "ftp_fsession_multi"
+)
+
+var multiPrograms = map[string]ebpf.AttachType{
+	progFEntryMulti:   AttachTraceFEntryMulti,
+	progFExitMulti:    AttachTraceFExitMulti,
+	progFSessionMulti: AttachTraceFSessionMulti,
+}
+
 // MultiTarget is the target LoadTrampoline takes for the multi types: none.
 // The kernel itself gives such a program the BTF id of bpf_multi_func and
 // refuses (EINVAL) a load that names any attach_btf_id (seen on 7.3); the

@@ -107,6 +107,12 @@ const (
 	TraceFtpModeFTP_MODE_KPROBE_SESSION TraceFtpMode = 7
 )
 
+type TraceFtpNargs uint32
+
+const (
+	TraceFtpNargsFTP_NARGS_UNKNOWN TraceFtpNargs = 255
+)
+
 type TraceFtpStat uint32
 
 const (
@@ -286,6 +292,7 @@ const (
 	TraceVarLeafRecords       = "leaf_records"
 	TraceVarMinDurationNs     = "min_duration_ns"
 	TraceVarOnlyCookie        = "only_cookie"
+	TraceVarOnlyNargs         = "only_nargs"
 	TraceVarUnusedAgg         = "unused_agg"
 	TraceVarUnusedErrkey      = "unused_errkey"
 	TraceVarUnusedEvent       = "unused_event"
@@ -294,6 +301,7 @@ const (
 	TraceVarUnusedFuncPred    = "unused_func_pred"
 	TraceVarUnusedKind        = "unused_kind"
 	TraceVarUnusedMode        = "unused_mode"
+	TraceVarUnusedNargs       = "unused_nargs"
 	TraceVarUnusedRecComm     = "unused_rec_comm"
 	TraceVarUnusedRecEntry    = "unused_rec_entry"
 	TraceVarUnusedRecExit     = "unused_rec_exit"
@@ -408,6 +416,7 @@ type TraceVariableSpecs struct {
 	LeafRecords     *ebpf.VariableSpec `ebpf:"leaf_records"`
 	MinDurationNs   *ebpf.VariableSpec `ebpf:"min_duration_ns"`
 	OnlyCookie      *ebpf.VariableSpec `ebpf:"only_cookie"`
+	OnlyNargs       *ebpf.VariableSpec `ebpf:"only_nargs"`
 	UnusedAgg       *ebpf.VariableSpec `ebpf:"unused_agg"`
 	UnusedErrkey    *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -416,6 +425,7 @@ type TraceVariableSpecs struct {
 	UnusedFuncPred  *ebpf.VariableSpec `ebpf:"unused_func_pred"`
 	UnusedKind      *ebpf.VariableSpec `ebpf:"unused_kind"`
 	UnusedMode      *ebpf.VariableSpec `ebpf:"unused_mode"`
+	UnusedNargs     *ebpf.VariableSpec `ebpf:"unused_nargs"`
 	UnusedRecComm   *ebpf.VariableSpec `ebpf:"unused_rec_comm"`
 	UnusedRecEntry  *ebpf.VariableSpec `ebpf:"unused_rec_entry"`
 	UnusedRecExit   *ebpf.VariableSpec `ebpf:"unused_rec_exit"`
@@ -500,6 +510,7 @@ type TraceVariables struct {
 	LeafRecords     *ebpf.Variable `ebpf:"leaf_records"`
 	MinDurationNs   *ebpf.Variable `ebpf:"min_duration_ns"`
 	OnlyCookie      *ebpf.Variable `ebpf:"only_cookie"`
+	OnlyNargs       *ebpf.Variable `ebpf:"only_nargs"`
 	UnusedAgg       *ebpf.Variable `ebpf:"unused_agg"`
 	UnusedErrkey    *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
@@ -508,6 +519,7 @@ type TraceVariables struct {
 	UnusedFuncPred  *ebpf.Variable `ebpf:"unused_func_pred"`
 	UnusedKind      *ebpf.Variable `ebpf:"unused_kind"`
 	UnusedMode      *ebpf.Variable `ebpf:"unused_mode"`
+	UnusedNargs     *ebpf.Variable `ebpf:"unused_nargs"`
 	UnusedRecComm   *ebpf.Variable `ebpf:"unused_rec_comm"`
 	UnusedRecEntry  *ebpf.Variable `ebpf:"unused_rec_entry"`
 	UnusedRecExit   *ebpf.Variable `ebpf:"unused_rec_exit"`

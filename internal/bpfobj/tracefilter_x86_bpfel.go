@@ -154,6 +154,7 @@ const (
 	TraceFilterVarLeafRecords          = "leaf_records"
 	TraceFilterVarMinDurationNs        = "min_duration_ns"
 	TraceFilterVarOnlyCookie           = "only_cookie"
+	TraceFilterVarOnlyNargs            = "only_nargs"
 	TraceFilterVarUnusedAgg            = "unused_agg"
 	TraceFilterVarUnusedErrkey         = "unused_errkey"
 	TraceFilterVarUnusedEvent          = "unused_event"
@@ -162,6 +163,7 @@ const (
 	TraceFilterVarUnusedFuncPred       = "unused_func_pred"
 	TraceFilterVarUnusedKind           = "unused_kind"
 	TraceFilterVarUnusedMode           = "unused_mode"
+	TraceFilterVarUnusedNargs          = "unused_nargs"
 	TraceFilterVarUnusedRecComm        = "unused_rec_comm"
 	TraceFilterVarUnusedRecEntry       = "unused_rec_entry"
 	TraceFilterVarUnusedRecExit        = "unused_rec_exit"
@@ -276,6 +278,7 @@ type TraceFilterVariableSpecs struct {
 	LeafRecords          *ebpf.VariableSpec `ebpf:"leaf_records"`
 	MinDurationNs        *ebpf.VariableSpec `ebpf:"min_duration_ns"`
 	OnlyCookie           *ebpf.VariableSpec `ebpf:"only_cookie"`
+	OnlyNargs            *ebpf.VariableSpec `ebpf:"only_nargs"`
 	UnusedAgg            *ebpf.VariableSpec `ebpf:"unused_agg"`
 	UnusedErrkey         *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent          *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -284,6 +287,7 @@ type TraceFilterVariableSpecs struct {
 	UnusedFuncPred       *ebpf.VariableSpec `ebpf:"unused_func_pred"`
 	UnusedKind           *ebpf.VariableSpec `ebpf:"unused_kind"`
 	UnusedMode           *ebpf.VariableSpec `ebpf:"unused_mode"`
+	UnusedNargs          *ebpf.VariableSpec `ebpf:"unused_nargs"`
 	UnusedRecComm        *ebpf.VariableSpec `ebpf:"unused_rec_comm"`
 	UnusedRecEntry       *ebpf.VariableSpec `ebpf:"unused_rec_entry"`
 	UnusedRecExit        *ebpf.VariableSpec `ebpf:"unused_rec_exit"`
@@ -368,6 +372,7 @@ type TraceFilterVariables struct {
 	LeafRecords          *ebpf.Variable `ebpf:"leaf_records"`
 	MinDurationNs        *ebpf.Variable `ebpf:"min_duration_ns"`
 	OnlyCookie           *ebpf.Variable `ebpf:"only_cookie"`
+	OnlyNargs            *ebpf.Variable `ebpf:"only_nargs"`
 	UnusedAgg            *ebpf.Variable `ebpf:"unused_agg"`
 	UnusedErrkey         *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent          *ebpf.Variable `ebpf:"unused_event"`
@@ -376,6 +381,7 @@ type TraceFilterVariables struct {
 	UnusedFuncPred       *ebpf.Variable `ebpf:"unused_func_pred"`
 	UnusedKind           *ebpf.Variable `ebpf:"unused_kind"`
 	UnusedMode           *ebpf.Variable `ebpf:"unused_mode"`
+	UnusedNargs          *ebpf.Variable `ebpf:"unused_nargs"`
 	UnusedRecComm        *ebpf.Variable `ebpf:"unused_rec_comm"`
 	UnusedRecEntry       *ebpf.Variable `ebpf:"unused_rec_entry"`
 	UnusedRecExit        *ebpf.Variable `ebpf:"unused_rec_exit"`

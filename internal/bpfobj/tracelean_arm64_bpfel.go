@@ -156,6 +156,7 @@ const (
 	TraceLeanVarFtpFixedX_vals        = "ftp_fixed_x_vals"
 	TraceLeanVarFtpStats              = "ftp_stats"
 	TraceLeanVarOnlyCookie            = "only_cookie"
+	TraceLeanVarOnlyNargs             = "only_nargs"
 	TraceLeanVarUnusedAgg             = "unused_agg"
 	TraceLeanVarUnusedErrkey          = "unused_errkey"
 	TraceLeanVarUnusedEvent           = "unused_event"
@@ -164,6 +165,7 @@ const (
 	TraceLeanVarUnusedFuncPred        = "unused_func_pred"
 	TraceLeanVarUnusedKind            = "unused_kind"
 	TraceLeanVarUnusedMode            = "unused_mode"
+	TraceLeanVarUnusedNargs           = "unused_nargs"
 	TraceLeanVarUnusedRecComm         = "unused_rec_comm"
 	TraceLeanVarUnusedRecEntry        = "unused_rec_entry"
 	TraceLeanVarUnusedRecExit         = "unused_rec_exit"
@@ -278,6 +280,7 @@ type TraceLeanVariableSpecs struct {
 	FtpFixedX_vals        *ebpf.VariableSpec `ebpf:"ftp_fixed_x_vals"`
 	FtpStats              *ebpf.VariableSpec `ebpf:"ftp_stats"`
 	OnlyCookie            *ebpf.VariableSpec `ebpf:"only_cookie"`
+	OnlyNargs             *ebpf.VariableSpec `ebpf:"only_nargs"`
 	UnusedAgg             *ebpf.VariableSpec `ebpf:"unused_agg"`
 	UnusedErrkey          *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent           *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -286,6 +289,7 @@ type TraceLeanVariableSpecs struct {
 	UnusedFuncPred        *ebpf.VariableSpec `ebpf:"unused_func_pred"`
 	UnusedKind            *ebpf.VariableSpec `ebpf:"unused_kind"`
 	UnusedMode            *ebpf.VariableSpec `ebpf:"unused_mode"`
+	UnusedNargs           *ebpf.VariableSpec `ebpf:"unused_nargs"`
 	UnusedRecComm         *ebpf.VariableSpec `ebpf:"unused_rec_comm"`
 	UnusedRecEntry        *ebpf.VariableSpec `ebpf:"unused_rec_entry"`
 	UnusedRecExit         *ebpf.VariableSpec `ebpf:"unused_rec_exit"`
@@ -370,6 +374,7 @@ type TraceLeanVariables struct {
 	FtpFixedX_vals        *ebpf.Variable `ebpf:"ftp_fixed_x_vals"`
 	FtpStats              *ebpf.Variable `ebpf:"ftp_stats"`
 	OnlyCookie            *ebpf.Variable `ebpf:"only_cookie"`
+	OnlyNargs             *ebpf.Variable `ebpf:"only_nargs"`
 	UnusedAgg             *ebpf.Variable `ebpf:"unused_agg"`
 	UnusedErrkey          *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent           *ebpf.Variable `ebpf:"unused_event"`
@@ -378,6 +383,7 @@ type TraceLeanVariables struct {
 	UnusedFuncPred        *ebpf.Variable `ebpf:"unused_func_pred"`
 	UnusedKind            *ebpf.Variable `ebpf:"unused_kind"`
 	UnusedMode            *ebpf.Variable `ebpf:"unused_mode"`
+	UnusedNargs           *ebpf.Variable `ebpf:"unused_nargs"`
 	UnusedRecComm         *ebpf.Variable `ebpf:"unused_rec_comm"`
 	UnusedRecEntry        *ebpf.Variable `ebpf:"unused_rec_entry"`
 	UnusedRecExit         *ebpf.Variable `ebpf:"unused_rec_exit"`

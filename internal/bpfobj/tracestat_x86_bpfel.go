@@ -153,6 +153,7 @@ const (
 	TraceStatVarFtpStats            = "ftp_stats"
 	TraceStatVarMinDurationNs       = "min_duration_ns"
 	TraceStatVarOnlyCookie          = "only_cookie"
+	TraceStatVarOnlyNargs           = "only_nargs"
 	TraceStatVarUnusedAgg           = "unused_agg"
 	TraceStatVarUnusedErrkey        = "unused_errkey"
 	TraceStatVarUnusedEvent         = "unused_event"
@@ -161,6 +162,7 @@ const (
 	TraceStatVarUnusedFuncPred      = "unused_func_pred"
 	TraceStatVarUnusedKind          = "unused_kind"
 	TraceStatVarUnusedMode          = "unused_mode"
+	TraceStatVarUnusedNargs         = "unused_nargs"
 	TraceStatVarUnusedRecComm       = "unused_rec_comm"
 	TraceStatVarUnusedRecEntry      = "unused_rec_entry"
 	TraceStatVarUnusedRecExit       = "unused_rec_exit"
@@ -275,6 +277,7 @@ type TraceStatVariableSpecs struct {
 	FtpStats            *ebpf.VariableSpec `ebpf:"ftp_stats"`
 	MinDurationNs       *ebpf.VariableSpec `ebpf:"min_duration_ns"`
 	OnlyCookie          *ebpf.VariableSpec `ebpf:"only_cookie"`
+	OnlyNargs           *ebpf.VariableSpec `ebpf:"only_nargs"`
 	UnusedAgg           *ebpf.VariableSpec `ebpf:"unused_agg"`
 	UnusedErrkey        *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent         *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -283,6 +286,7 @@ type TraceStatVariableSpecs struct {
 	UnusedFuncPred      *ebpf.VariableSpec `ebpf:"unused_func_pred"`
 	UnusedKind          *ebpf.VariableSpec `ebpf:"unused_kind"`
 	UnusedMode          *ebpf.VariableSpec `ebpf:"unused_mode"`
+	UnusedNargs         *ebpf.VariableSpec `ebpf:"unused_nargs"`
 	UnusedRecComm       *ebpf.VariableSpec `ebpf:"unused_rec_comm"`
 	UnusedRecEntry      *ebpf.VariableSpec `ebpf:"unused_rec_entry"`
 	UnusedRecExit       *ebpf.VariableSpec `ebpf:"unused_rec_exit"`
@@ -367,6 +371,7 @@ type TraceStatVariables struct {
 	FtpStats            *ebpf.Variable `ebpf:"ftp_stats"`
 	MinDurationNs       *ebpf.Variable `ebpf:"min_duration_ns"`
 	OnlyCookie          *ebpf.Variable `ebpf:"only_cookie"`
+	OnlyNargs           *ebpf.Variable `ebpf:"only_nargs"`
 	UnusedAgg           *ebpf.Variable `ebpf:"unused_agg"`
 	UnusedErrkey        *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent         *ebpf.Variable `ebpf:"unused_event"`
@@ -375,6 +380,7 @@ type TraceStatVariables struct {
 	UnusedFuncPred      *ebpf.Variable `ebpf:"unused_func_pred"`
 	UnusedKind          *ebpf.Variable `ebpf:"unused_kind"`
 	UnusedMode          *ebpf.Variable `ebpf:"unused_mode"`
+	UnusedNargs         *ebpf.Variable `ebpf:"unused_nargs"`
 	UnusedRecComm       *ebpf.Variable `ebpf:"unused_rec_comm"`
 	UnusedRecEntry      *ebpf.Variable `ebpf:"unused_rec_entry"`
 	UnusedRecExit       *ebpf.Variable `ebpf:"unused_rec_exit"`
