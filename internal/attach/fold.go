@@ -108,112 +108,278 @@ func layout(insns asm.Instructions) (slots []int, index map[int]int, targets map
 	return slots, index, targets
 }
 
-// foldJumps replaces the conditional jumps whose operands are known
-// within their basic block (immediates moved or loaded into registers,
-// copies and simple arithmetic of them) by `ja` or `ja +0`.
-func foldJumps(insns asm.Instructions) int {
-	slots, _, targets := layout(insns)
-	var known [11]bool
-	var val [11]uint64
-	reset := func() { known = [11]bool{} }
-	set := func(r asm.Register, v uint64) {
-		if r < asm.R10 {
-			known[r], val[r] = true, v
+// constState is what foldJumps knows before an instruction: the
+// registers r0-r9 holding known values, and the 8-byte stack slots (by
+// offset from r10) a 64-bit store of a known value wrote and nothing has
+// written since.
+type constState struct {
+	known [10]bool
+	val   [10]uint64
+	stack map[int16]uint64
+}
+
+func (st *constState) copy() constState {
+	c := *st
+	c.stack = make(map[int16]uint64, len(st.stack))
+	for k, v := range st.stack {
+		c.stack[k] = v
+	}
+	return c
+}
+
+// meet keeps what st and o both know with the same value; it reports
+// whether st changed.
+func (st *constState) meet(o *constState) bool {
+	changed := false
+	for r := range st.known {
+		if st.known[r] && (!o.known[r] || o.val[r] != st.val[r]) {
+			st.known[r] = false
+			changed = true
 		}
 	}
-	forget := func(r asm.Register) {
-		if r <= asm.R10 {
-			known[r] = false
+	for k, v := range st.stack {
+		if w, ok := o.stack[k]; !ok || w != v {
+			delete(st.stack, k)
+			changed = true
+		}
+	}
+	return changed
+}
+
+func (st *constState) reset() {
+	st.known = [10]bool{}
+	st.stack = map[int16]uint64{}
+}
+
+func (st *constState) set(r asm.Register, v uint64) {
+	if r <= asm.R9 {
+		st.known[r], st.val[r] = true, v
+	}
+}
+
+func (st *constState) forget(r asm.Register) {
+	if r <= asm.R9 {
+		st.known[r] = false
+	}
+}
+
+func (st *constState) reg(r asm.Register) (uint64, bool) {
+	if r > asm.R9 || !st.known[r] {
+		return 0, false
+	}
+	return st.val[r], true
+}
+
+// clobberStack forgets the slots a store of size bytes at r10+off
+// overlaps.
+func (st *constState) clobberStack(off int16, size int) {
+	for k := range st.stack {
+		if int(k) < int(off)+size && int(off) < int(k)+8 {
+			delete(st.stack, k)
+		}
+	}
+}
+
+// step applies ins to st. For a conditional jump whose operands st knows
+// it returns decided and whether the jump is taken.
+func (st *constState) step(ins *asm.Instruction) (taken, decided bool) {
+	op := ins.OpCode
+	switch c := op.Class(); {
+	case op == asm.InvalidOpCode:
+		st.reset()
+	case c.IsALU():
+		dst := ins.Dst
+		if dst > asm.R9 || (op.Source() == asm.RegSource && ins.Src > asm.R9) {
+			st.reset()
+			return false, false
+		}
+		if relocated(ins) {
+			st.forget(dst) // a CO-RE value, rewritten at load
+			return false, false
+		}
+		var src uint64
+		srcKnown := true
+		if op.Source() == asm.RegSource {
+			src, srcKnown = st.reg(ins.Src)
+		} else {
+			src = uint64(ins.Constant) // sign-extended imm
+		}
+		d, dKnown := st.reg(dst)
+		if v, ok := aluFold(op, ins.Offset, dKnown, d, srcKnown, src, c == asm.ALU64Class); ok {
+			st.set(dst, v)
+		} else {
+			st.forget(dst)
+		}
+	case c == asm.LdClass:
+		if op.IsDWordLoad() && ins.Src == asm.R0 && ins.Reference() == "" && !patchedLater(ins) && !relocated(ins) {
+			st.set(ins.Dst, uint64(ins.Constant))
+		} else if op.IsDWordLoad() {
+			st.forget(ins.Dst)
+		} else {
+			st.reset()
+		}
+	case c == asm.LdXClass:
+		if v, ok := st.stack[ins.Offset]; ok && ins.Src == asm.R10 && op.Mode() == asm.MemMode && op.Size() == asm.DWord {
+			st.set(ins.Dst, v) // a fill of a known spill
+		} else {
+			st.forget(ins.Dst)
+		}
+	case c == asm.StClass || c == asm.StXClass:
+		if op.Mode() == asm.AtomicMode {
+			// fetch and xchg write src, cmpxchg r0, load-acquire
+			// (cilium's asm.LoadAcquire) dst, store-release memory
+			st.forget(ins.Src)
+			st.forget(ins.Dst)
+			st.forget(asm.R0)
+			st.stack = map[int16]uint64{}
+			return false, false
+		}
+		if ins.Dst != asm.R10 {
+			// a store through a pointer, which may point into the stack
+			st.stack = map[int16]uint64{}
+			return false, false
+		}
+		size := op.Size().Sizeof()
+		st.clobberStack(ins.Offset, size)
+		if size != 8 || op.Mode() != asm.MemMode {
+			return false, false
+		}
+		if c == asm.StClass {
+			st.stack[ins.Offset] = uint64(ins.Constant)
+		} else if v, ok := st.reg(ins.Src); ok {
+			st.stack[ins.Offset] = v
+		}
+	case c.IsJump():
+		jop := op.JumpOp()
+		switch jop {
+		case asm.Call:
+			for r := asm.R0; r <= asm.R5; r++ {
+				st.forget(r)
+			}
+			if !noArgHelper(*ins) {
+				// a helper, kfunc or BPF-to-BPF callee may write the
+				// stack through a pointer argument
+				st.stack = map[int16]uint64{}
+			}
+			return false, false
+		case asm.Exit, asm.Ja:
+			return false, false
+		}
+		a, ok := st.reg(ins.Dst)
+		if !ok {
+			return false, false
+		}
+		var b uint64
+		if op.Source() == asm.RegSource {
+			if b, ok = st.reg(ins.Src); !ok {
+				return false, false
+			}
+		} else {
+			b = uint64(ins.Constant)
+		}
+		return jumpTaken(jop, a, b, c == asm.Jump32Class)
+	default:
+		st.reset()
+	}
+	return false, false
+}
+
+// foldJumps replaces the conditional jumps whose operands are known by
+// `ja` or `ja +0`: immediates moved or loaded into registers, copies and
+// simple arithmetic of them, spilled to the stack and filled, followed
+// across basic blocks (a forward dataflow over the program's jumps: a
+// value is known at a block when every path into it gives it the same).
+// A function (an instruction with a symbol) starts knowing nothing.
+func foldJumps(insns asm.Instructions) int {
+	slots, index, targets := layout(insns)
+	leader := make([]bool, len(insns)+1)
+	leader[0] = true
+	for i, ins := range insns {
+		if targets[slots[i]] || ins.Symbol() != "" {
+			leader[i] = true
+		}
+		if op := ins.OpCode; op.Class().IsJump() && op.JumpOp() != asm.Call {
+			leader[i+1] = true
+		}
+	}
+	// in[i]: the state at leader i; nil until a path reaches it.
+	in := make([]*constState, len(insns))
+	var work []int
+	enter := func(i int, st *constState) {
+		if i >= len(insns) {
+			return
+		}
+		if in[i] == nil {
+			c := st.copy()
+			in[i] = &c
+			work = append(work, i)
+		} else if in[i].meet(st) {
+			work = append(work, i)
+		}
+	}
+	empty := constState{stack: map[int16]uint64{}}
+	for i, ins := range insns {
+		if i == 0 || ins.Symbol() != "" {
+			enter(i, &empty)
+		}
+	}
+	for len(work) > 0 {
+		b := work[len(work)-1]
+		work = work[:len(work)-1]
+		st := in[b].copy()
+		for i := b; i < len(insns); i++ {
+			if i > b && leader[i] {
+				if insns[i].Symbol() == "" {
+					enter(i, &st)
+				}
+				break
+			}
+			ins := &insns[i]
+			st.step(ins)
+			op := ins.OpCode
+			if !op.Class().IsJump() || op.JumpOp() == asm.Call {
+				continue
+			}
+			if op.JumpOp() == asm.Exit {
+				break
+			}
+			if t, ok := index[slots[i]+1+jumpOffset(*ins)]; ok {
+				enter(t, &st)
+			} else {
+				// a jump into a 64-bit immediate's second slot: fold
+				// nothing (dropUnreachable leaves such programs alone)
+				return 0
+			}
+			if op.JumpOp() == asm.Ja {
+				break
+			}
+			enter(i+1, &st)
+			break
 		}
 	}
 	n := 0
+	var st constState
 	for i := range insns {
+		if leader[i] {
+			if in[i] == nil {
+				st = constState{stack: map[int16]uint64{}} // unreachable
+			} else {
+				st = in[i].copy()
+			}
+		}
 		ins := &insns[i]
-		if targets[slots[i]] || ins.Symbol() != "" {
-			reset()
+		taken, ok := st.step(ins)
+		if !ok {
+			continue
 		}
-		op := ins.OpCode
-		switch c := op.Class(); {
-		case c.IsALU():
-			dst := ins.Dst
-			if dst > asm.R9 || (op.Source() == asm.RegSource && ins.Src > asm.R9) {
-				reset()
-				continue
-			}
-			if relocated(ins) {
-				forget(dst) // a CO-RE value, rewritten at load
-				continue
-			}
-			var src uint64
-			srcKnown := true
-			if op.Source() == asm.RegSource {
-				srcKnown = ins.Src <= asm.R9 && known[ins.Src]
-				src = val[ins.Src]
-			} else {
-				src = uint64(ins.Constant) // sign-extended imm
-			}
-			v, ok := aluFold(op, ins.Offset, known[dst], val[dst], srcKnown, src, c == asm.ALU64Class)
-			if ok {
-				set(dst, v)
-			} else {
-				forget(dst)
-			}
-		case c == asm.LdClass:
-			if op.IsDWordLoad() && ins.Src == asm.R0 && ins.Reference() == "" && !patchedLater(ins) && !relocated(ins) {
-				set(ins.Dst, uint64(ins.Constant))
-			} else if op.IsDWordLoad() {
-				forget(ins.Dst)
-			} else {
-				reset()
-			}
-		case c == asm.LdXClass:
-			forget(ins.Dst)
-		case c == asm.StClass || c == asm.StXClass:
-			if op.Mode() == asm.AtomicMode {
-				// fetch and xchg write src, cmpxchg r0, load-acquire
-				// (cilium's asm.LoadAcquire) dst
-				forget(ins.Src)
-				forget(ins.Dst)
-				forget(asm.R0)
-			}
-		case c.IsJump():
-			jop := op.JumpOp()
-			switch jop {
-			case asm.Call:
-				for r := asm.R0; r <= asm.R5; r++ {
-					forget(r)
-				}
-				continue
-			case asm.Exit, asm.Ja:
-				continue
-			}
-			if ins.Dst > asm.R9 || !known[ins.Dst] {
-				continue
-			}
-			var b uint64
-			if op.Source() == asm.RegSource {
-				if ins.Src > asm.R9 || !known[ins.Src] {
-					continue
-				}
-				b = val[ins.Src]
-			} else {
-				b = uint64(ins.Constant)
-			}
-			taken, ok := jumpTaken(jop, val[ins.Dst], b, c == asm.Jump32Class)
-			if !ok {
-				continue
-			}
-			meta := ins.Metadata
-			if taken {
-				*ins = asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource), Offset: ins.Offset}
-			} else {
-				*ins = asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}
-			}
-			ins.Metadata = meta
-			n++
-		default:
-			reset()
+		meta := ins.Metadata
+		if taken {
+			*ins = asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource), Offset: ins.Offset}
+		} else {
+			*ins = asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}
 		}
+		ins.Metadata = meta
+		n++
 	}
 	return n
 }
@@ -426,6 +592,8 @@ func useDef(ins asm.Instruction) (use, def regSet, pure bool) {
 	op := ins.OpCode
 	bit := func(r asm.Register) regSet { return 1 << r }
 	switch c := op.Class(); {
+	case op == asm.InvalidOpCode:
+		return 0x7ff, 0, false
 	case c.IsALU():
 		if op.Source() == asm.RegSource {
 			use |= bit(ins.Src)
@@ -440,7 +608,8 @@ func useDef(ins asm.Instruction) (use, def regSet, pure bool) {
 		}
 		return 0, bit(ins.Dst), ins.Src == asm.R0 && ins.Reference() == "" && ins.Dst < asm.R10 && !relocated(&ins)
 	case c == asm.LdXClass:
-		return bit(ins.Src), bit(ins.Dst), false
+		// a load from the stack cannot fault: pure
+		return bit(ins.Src), bit(ins.Dst), ins.Src == asm.R10 && ins.Dst < asm.R10 && op.Mode() == asm.MemMode
 	case c == asm.StClass:
 		if op.Mode() == asm.AtomicMode {
 			return 0x7ff, 0, false

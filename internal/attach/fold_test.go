@@ -203,3 +203,78 @@ func TestSimplifyCORE(t *testing.T) {
 	assert.Same(t, relo, btf.CORERelocationMetadata(&out[0]))
 	assert.Equal(t, asm.JEq, out[1].OpCode.JumpOp())
 }
+
+// folds reports whether simplify decides branchOn's jump in pre's program
+// (no conditional jump left) and, if so, whether the taken path (r0 = 2)
+// is the one kept.
+func folds(t *testing.T, reg asm.Register, pre ...asm.Instruction) (decided, taken bool) {
+	t.Helper()
+	out, _ := simplify(branchOn(reg, pre...))
+	decided = true
+	for _, ins := range out {
+		if c := ins.OpCode.Class(); c.IsJump() && ins.OpCode.JumpOp() == asm.JEq {
+			decided = false
+		}
+		if ins.OpCode.Class().IsALU() && ins.Dst == asm.R0 && ins.Constant == 2 {
+			taken = true
+		}
+	}
+	return decided, taken
+}
+
+// TestSimplifyAcrossBlocks: a value every path into a block gives the
+// same is known there (session 18: the cookie's fields decided on one
+// side of a branch and tested after the join); one the paths give
+// differently is not.
+func TestSimplifyAcrossBlocks(t *testing.T) {
+	join := func(a, b int32) []asm.Instruction {
+		br := asm.JNE.Imm(asm.R1, 0, "") // r1 unknown: both paths
+		br.Offset = 2
+		over := asm.Ja.Label("")
+		over.Offset = 1
+		return []asm.Instruction{
+			asm.Mov.Reg(asm.R2, asm.R1),
+			br,                     // to r6 = b
+			asm.Mov.Imm(asm.R6, a), // fall: r6 = a
+			over,                   // past r6 = b
+			asm.Mov.Imm(asm.R6, b),
+		}
+	}
+	decided, taken := folds(t, asm.R6, join(0, 0)...)
+	assert.True(t, decided && taken, "r6 = 0 on both paths: folds, taken")
+	decided, _ = folds(t, asm.R6, join(0, 1)...)
+	assert.False(t, decided, "r6 = 0 on one path, 1 on the other: kept")
+}
+
+// TestSimplifyStack: a known value spilled to the stack and filled back
+// is known (the cookie spilled across blocks in the trace programs), past
+// a helper without arguments; a store through another pointer (which may
+// alias the slot), a narrower store over it, or a helper that takes
+// arguments (it may write the stack) make it unknown.
+func TestSimplifyStack(t *testing.T) {
+	spill := asm.StoreMem(asm.RFP, -8, asm.R6, asm.DWord)
+	atomic := asm.StoreXAdd(asm.RFP, asm.R2, asm.DWord)
+	atomic.Offset = -8
+	fill := asm.LoadMem(asm.R7, asm.RFP, -8, asm.DWord)
+	for _, c := range []struct {
+		name    string
+		between []asm.Instruction
+		decided bool
+	}{
+		{"spill, fill", nil, true},
+		{"no-argument helper", []asm.Instruction{asm.FnGetCurrentPidTgid.Call()}, true},
+		{"store elsewhere on the stack", []asm.Instruction{asm.StoreImm(asm.RFP, -16, 5, asm.Word)}, true},
+		{"store through a pointer", []asm.Instruction{asm.Mov.Reg(asm.R1, asm.RFP), asm.Add.Imm(asm.R1, -8), asm.StoreImm(asm.R1, 0, 5, asm.Word)}, false},
+		{"narrower store over it", []asm.Instruction{asm.StoreImm(asm.RFP, -4, 5, asm.Word)}, false},
+		{"helper with arguments", []asm.Instruction{asm.FnProbeReadKernel.Call()}, false},
+		{"atomic on the slot", []asm.Instruction{asm.Mov.Imm(asm.R2, 1), atomic}, false},
+	} {
+		pre := append([]asm.Instruction{asm.Mov.Imm(asm.R6, 0), spill}, c.between...)
+		pre = append(pre, fill)
+		decided, taken := folds(t, asm.R7, pre...)
+		assert.Equal(t, c.decided, decided, c.name)
+		if c.decided {
+			assert.True(t, taken, c.name)
+		}
+	}
+}
