@@ -2003,6 +2003,26 @@ int ftp_fsession(void *ctx) { return session(ctx, FTP_MODE_FSESSION); }
 SEC("fsession")
 int ftp_fsession_multi(void *ctx) { return session(ctx, FTP_MODE_FSESSION_MULTI); }
 
+/* regs_args copies the argument registers from (inclusive) to to
+ * (exclusive) of a kprobe's pt_regs into args. One test and load per
+ * register, written out: a loop lets clang step a pointer through ctx,
+ * which the verifier refuses ("dereference of modified ctx ptr"). */
+static __always_inline void regs_args(struct pt_regs *ctx, __u64 *args, __u32 from, __u32 to)
+{
+	if (from <= 0 && 0 < to)
+		args[0] = FTP_ARG0(ctx);
+	if (from <= 1 && 1 < to)
+		args[1] = FTP_ARG1(ctx);
+	if (from <= 2 && 2 < to)
+		args[2] = FTP_ARG2(ctx);
+	if (from <= 3 && 3 < to)
+		args[3] = FTP_ARG3(ctx);
+	if (from <= 4 && 4 < to)
+		args[4] = FTP_ARG4(ctx);
+	if (from <= 5 && 5 < to)
+		args[5] = FTP_ARG5(ctx);
+}
+
 /* Entry and exit of the kprobe modes: arguments and return value from the
  * registers (pt_regs); the number of arguments comes from BTF through the
  * cookie (6 when unknown). */
@@ -2014,15 +2034,21 @@ static __always_inline int regs_entry(struct pt_regs *ctx, __u8 mode)
 	__u64 cookie = attach_cookie(ctx);
 	if (outside_window(pid_tgid, cookie))
 		return 1;
-	__u64 args[FTP_MAX_ARGS] = {
-		FTP_ARG0(ctx), FTP_ARG1(ctx), FTP_ARG2(ctx),
-		FTP_ARG3(ctx), FTP_ARG4(ctx), FTP_ARG5(ctx),
-	};
+	/* With an entry predicate, the argument registers it reads first
+	 * (pred_nargs), the others only for a call it lets in (as
+	 * tramp_entry): a rejected call copies no more than it tests. */
+	__u64 args[FTP_MAX_ARGS];
 	__u32 pn;
 	int regs_only;
 	__u32 psel = entry_pred(cookie, &pn, &regs_only);
-	if (psel && rejected_at_entry(pid_tgid, (__u32)cookie, psel, regs_only, args, mode))
-		return 1;
+	if (psel) {
+		regs_args(ctx, args, 0, pn);
+		if (rejected_at_entry(pid_tgid, (__u32)cookie, psel, regs_only, args, mode))
+			return 1;
+	} else {
+		pn = 0;
+	}
+	regs_args(ctx, args, pn, FTP_MAX_ARGS);
 	return on_entry(ctx, pid_tgid, cookie, args, cookie_nargs(cookie >> 32), mode);
 }
 

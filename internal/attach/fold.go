@@ -369,6 +369,18 @@ func foldJumps(insns asm.Instructions) int {
 		}
 		ins := &insns[i]
 		taken, ok := st.step(ins)
+		if c := ins.OpCode.Class(); c.IsALU() && !relocated(ins) {
+			if v, known := st.reg(ins.Dst); known {
+				if mov, fits := movImm(ins.Dst, v, c == asm.ALU64Class); fits && mov.OpCode != ins.OpCode {
+					// a computation of known operands: its result, and
+					// the operands' own writes may then go
+					// (dropDeadWrites)
+					mov.Metadata = ins.Metadata
+					*ins = mov
+					n++
+				}
+			}
+		}
 		if !ok {
 			continue
 		}
@@ -382,6 +394,22 @@ func foldJumps(insns asm.Instructions) int {
 		n++
 	}
 	return n
+}
+
+// movImm returns the move of the immediate v into dst: a 64-bit move of
+// a sign-extended 32-bit immediate (wide), or a 32-bit move, which zeroes
+// the upper half; fits is false when v is neither.
+func movImm(dst asm.Register, v uint64, wide bool) (mov asm.Instruction, fits bool) {
+	if wide {
+		if int64(v) != int64(int32(v)) {
+			return asm.Instruction{}, false
+		}
+		return asm.Mov.Imm(dst, int32(v)), true
+	}
+	if v>>32 != 0 {
+		return asm.Instruction{}, false
+	}
+	return asm.Mov.Imm32(dst, int32(uint32(v))), true
 }
 
 // relocated reports whether ins carries a CO-RE relocation

@@ -278,3 +278,34 @@ func TestSimplifyStack(t *testing.T) {
 		}
 	}
 }
+
+// TestSimplifyMaterializes: a computation of known operands becomes the
+// move of its result (the verifier knows it, the JIT would still emit
+// the arithmetic), and the writes that fed it then go; a 64-bit result no
+// sign-extended 32-bit immediate holds stays computed.
+func TestSimplifyMaterializes(t *testing.T) {
+	in := asm.Instructions{
+		asm.LoadImm(asm.R6, 0x1500082000000000, asm.DWord).WithSymbol("prog"), // the cookie
+		asm.Mov.Reg(asm.R7, asm.R6),
+		asm.RSh.Imm(asm.R7, 60), // 1
+		asm.Mov.Reg(asm.R8, asm.R6),
+		asm.LSh.Imm(asm.R8, 4), // 0x5000820000000000: no imm32
+		asm.Mov.Reg(asm.R0, asm.R7),
+		asm.Add.Reg(asm.R0, asm.R8),
+		asm.Return(),
+	}
+	out, _ := simplify(in)
+	var kept asm.Instructions
+	for _, ins := range out {
+		if !isNop(ins) {
+			kept = append(kept, ins)
+		}
+	}
+	require.NotEmpty(t, kept)
+	// r0 = r7 is r0 = 1; r7's copy and shift, read by nothing else, go
+	assert.Contains(t, kept, asm.Mov.Imm(asm.R0, 1), "%v", out)
+	assert.NotContains(t, kept, asm.RSh.Imm(asm.R7, 60), "%v", out)
+	assert.NotContains(t, kept, asm.Mov.Reg(asm.R7, asm.R6), "%v", out)
+	assert.Contains(t, kept, asm.LSh.Imm(asm.R8, 4), "%v", out)
+	assert.Equal(t, asm.Add.Reg(asm.R0, asm.R8).OpCode, kept[len(kept)-2].OpCode, "%v", out)
+}
