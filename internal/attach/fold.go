@@ -109,14 +109,22 @@ func layout(insns asm.Instructions) (slots []int, index map[int]int, targets map
 }
 
 // constState is what foldJumps knows before an instruction: the
-// registers r0-r9 holding known values, and the 8-byte stack slots (by
-// offset from r10) a 64-bit store of a known value wrote and nothing has
-// written since.
+// registers r0-r9 holding known values or known addresses in the stack
+// (r10 plus an offset), and the 8-byte stack slots (by offset from r10)
+// a 64-bit store of a known value wrote and nothing has written since.
 type constState struct {
-	known [10]bool
-	val   [10]uint64
+	kind  [10]regKind
+	val   [10]uint64 // the value (regConst) or the offset from r10 (regFP)
 	stack map[int16]uint64
 }
+
+type regKind uint8
+
+const (
+	regUnknown regKind = iota
+	regConst
+	regFP
+)
 
 func (st *constState) copy() constState {
 	c := *st
@@ -131,9 +139,9 @@ func (st *constState) copy() constState {
 // whether st changed.
 func (st *constState) meet(o *constState) bool {
 	changed := false
-	for r := range st.known {
-		if st.known[r] && (!o.known[r] || o.val[r] != st.val[r]) {
-			st.known[r] = false
+	for r := range st.kind {
+		if st.kind[r] != regUnknown && (o.kind[r] != st.kind[r] || o.val[r] != st.val[r]) {
+			st.kind[r] = regUnknown
 			changed = true
 		}
 	}
@@ -147,36 +155,83 @@ func (st *constState) meet(o *constState) bool {
 }
 
 func (st *constState) reset() {
-	st.known = [10]bool{}
+	st.kind = [10]regKind{}
 	st.stack = map[int16]uint64{}
 }
 
 func (st *constState) set(r asm.Register, v uint64) {
 	if r <= asm.R9 {
-		st.known[r], st.val[r] = true, v
+		st.kind[r], st.val[r] = regConst, v
+	}
+}
+
+func (st *constState) setFP(r asm.Register, off int64) {
+	if r <= asm.R9 {
+		st.kind[r], st.val[r] = regFP, uint64(off)
 	}
 }
 
 func (st *constState) forget(r asm.Register) {
 	if r <= asm.R9 {
-		st.known[r] = false
+		st.kind[r] = regUnknown
 	}
 }
 
 func (st *constState) reg(r asm.Register) (uint64, bool) {
-	if r > asm.R9 || !st.known[r] {
+	if r > asm.R9 || st.kind[r] != regConst {
 		return 0, false
 	}
 	return st.val[r], true
 }
 
+// fp returns the offset from r10 of the stack address r holds.
+func (st *constState) fp(r asm.Register) (int64, bool) {
+	if r == asm.R10 {
+		return 0, true
+	}
+	if r > asm.R9 || st.kind[r] != regFP {
+		return 0, false
+	}
+	return int64(st.val[r]), true
+}
+
 // clobberStack forgets the slots a store of size bytes at r10+off
 // overlaps.
-func (st *constState) clobberStack(off int16, size int) {
+func (st *constState) clobberStack(off int64, size int64) {
 	for k := range st.stack {
-		if int(k) < int(off)+size && int(off) < int(k)+8 {
+		if int64(k) < off+size && off < int64(k)+8 {
 			delete(st.stack, k)
 		}
+	}
+}
+
+// clobberThrough forgets what a write of size bytes through the address
+// in r may change: the slots it overlaps when r is a known stack
+// address, all of them otherwise (it may point into the stack).
+func (st *constState) clobberThrough(r asm.Register, off int16, size int64) {
+	if base, ok := st.fp(r); ok {
+		st.clobberStack(base+int64(off), size)
+		return
+	}
+	st.stack = map[int16]uint64{}
+}
+
+// call applies a helper, kfunc or BPF-to-BPF call: r0-r5 are clobbered,
+// and the stack is written through its pointer arguments: one 8-byte
+// slot for bpf_get_func_arg (r3) and bpf_get_func_ret (r2), nothing for
+// a helper without arguments, possibly any slot for the others.
+func (st *constState) call(ins *asm.Instruction) {
+	switch {
+	case noArgHelper(*ins):
+	case ins.IsBuiltinCall() && asm.BuiltinFunc(ins.Constant) == asm.FnGetFuncArg:
+		st.clobberThrough(asm.R3, 0, 8)
+	case ins.IsBuiltinCall() && asm.BuiltinFunc(ins.Constant) == asm.FnGetFuncRet:
+		st.clobberThrough(asm.R2, 0, 8)
+	default:
+		st.stack = map[int16]uint64{}
+	}
+	for r := asm.R0; r <= asm.R5; r++ {
+		st.forget(r)
 	}
 }
 
@@ -189,13 +244,31 @@ func (st *constState) step(ins *asm.Instruction) (taken, decided bool) {
 		st.reset()
 	case c.IsALU():
 		dst := ins.Dst
-		if dst > asm.R9 || (op.Source() == asm.RegSource && ins.Src > asm.R9) {
+		if dst > asm.R9 {
 			st.reset()
 			return false, false
 		}
 		if relocated(ins) {
 			st.forget(dst) // a CO-RE value, rewritten at load
 			return false, false
+		}
+		// A stack address: r10 or a copy of one, moved or offset by an
+		// immediate (ALU64).
+		if c == asm.ALU64Class && ins.Offset == 0 {
+			if base, ok := st.fp(ins.Src); ok && op.Source() == asm.RegSource && op.ALUOp() == asm.Mov {
+				st.setFP(dst, base)
+				return false, false
+			}
+			if base, ok := st.fp(dst); ok && op.Source() == asm.ImmSource {
+				switch op.ALUOp() {
+				case asm.Add:
+					st.setFP(dst, base+ins.Constant)
+					return false, false
+				case asm.Sub:
+					st.setFP(dst, base-ins.Constant)
+					return false, false
+				}
+			}
 		}
 		var src uint64
 		srcKnown := true
@@ -219,7 +292,9 @@ func (st *constState) step(ins *asm.Instruction) (taken, decided bool) {
 			st.reset()
 		}
 	case c == asm.LdXClass:
-		if v, ok := st.stack[ins.Offset]; ok && ins.Src == asm.R10 && op.Mode() == asm.MemMode && op.Size() == asm.DWord {
+		base, isFP := st.fp(ins.Src)
+		v, ok := st.stack[int16(base+int64(ins.Offset))]
+		if isFP && ok && op.Mode() == asm.MemMode && op.Size() == asm.DWord && int64(int16(base+int64(ins.Offset))) == base+int64(ins.Offset) {
 			st.set(ins.Dst, v) // a fill of a known spill
 		} else {
 			st.forget(ins.Dst)
@@ -228,39 +303,29 @@ func (st *constState) step(ins *asm.Instruction) (taken, decided bool) {
 		if op.Mode() == asm.AtomicMode {
 			// fetch and xchg write src, cmpxchg r0, load-acquire
 			// (cilium's asm.LoadAcquire) dst, store-release memory
+			st.clobberThrough(ins.Dst, ins.Offset, int64(op.Size().Sizeof()))
 			st.forget(ins.Src)
 			st.forget(ins.Dst)
 			st.forget(asm.R0)
-			st.stack = map[int16]uint64{}
 			return false, false
 		}
-		if ins.Dst != asm.R10 {
-			// a store through a pointer, which may point into the stack
-			st.stack = map[int16]uint64{}
-			return false, false
-		}
-		size := op.Size().Sizeof()
-		st.clobberStack(ins.Offset, size)
-		if size != 8 || op.Mode() != asm.MemMode {
+		size := int64(op.Size().Sizeof())
+		st.clobberThrough(ins.Dst, ins.Offset, size)
+		base, isFP := st.fp(ins.Dst)
+		at := base + int64(ins.Offset)
+		if !isFP || size != 8 || op.Mode() != asm.MemMode || int64(int16(at)) != at {
 			return false, false
 		}
 		if c == asm.StClass {
-			st.stack[ins.Offset] = uint64(ins.Constant)
+			st.stack[int16(at)] = uint64(ins.Constant)
 		} else if v, ok := st.reg(ins.Src); ok {
-			st.stack[ins.Offset] = v
+			st.stack[int16(at)] = v
 		}
 	case c.IsJump():
 		jop := op.JumpOp()
 		switch jop {
 		case asm.Call:
-			for r := asm.R0; r <= asm.R5; r++ {
-				st.forget(r)
-			}
-			if !noArgHelper(*ins) {
-				// a helper, kfunc or BPF-to-BPF callee may write the
-				// stack through a pointer argument
-				st.stack = map[int16]uint64{}
-			}
+			st.call(ins)
 			return false, false
 		case asm.Exit, asm.Ja:
 			return false, false
@@ -369,12 +434,12 @@ func foldJumps(insns asm.Instructions) int {
 		}
 		ins := &insns[i]
 		taken, ok := st.step(ins)
-		if c := ins.OpCode.Class(); c.IsALU() && !relocated(ins) {
+		if c := ins.OpCode.Class(); (c.IsALU() || c == asm.LdXClass) && !relocated(ins) {
 			if v, known := st.reg(ins.Dst); known {
-				if mov, fits := movImm(ins.Dst, v, c == asm.ALU64Class); fits && mov.OpCode != ins.OpCode {
-					// a computation of known operands: its result, and
-					// the operands' own writes may then go
-					// (dropDeadWrites)
+				if mov, fits := movImm(ins.Dst, v, c != asm.ALUClass); fits && mov.OpCode != ins.OpCode {
+					// a computation of known operands, or a fill of a
+					// known spill: its result, and the operands' own
+					// writes may then go (dropDeadWrites)
 					mov.Metadata = ins.Metadata
 					*ins = mov
 					n++

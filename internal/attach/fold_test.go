@@ -248,9 +248,11 @@ func TestSimplifyAcrossBlocks(t *testing.T) {
 
 // TestSimplifyStack: a known value spilled to the stack and filled back
 // is known (the cookie spilled across blocks in the trace programs), past
-// a helper without arguments; a store through another pointer (which may
-// alias the slot), a narrower store over it, or a helper that takes
-// arguments (it may write the stack) make it unknown.
+// a helper without arguments, stores elsewhere and bpf_get_func_arg into
+// another slot (the fetch loops between the predicate's settings and
+// their tests); a store through a pointer that may alias the slot, a
+// narrower store over it, or a helper that may write there make it
+// unknown.
 func TestSimplifyStack(t *testing.T) {
 	spill := asm.StoreMem(asm.RFP, -8, asm.R6, asm.DWord)
 	atomic := asm.StoreXAdd(asm.RFP, asm.R2, asm.DWord)
@@ -266,7 +268,13 @@ func TestSimplifyStack(t *testing.T) {
 		{"store elsewhere on the stack", []asm.Instruction{asm.StoreImm(asm.RFP, -16, 5, asm.Word)}, true},
 		{"store through a pointer", []asm.Instruction{asm.Mov.Reg(asm.R1, asm.RFP), asm.Add.Imm(asm.R1, -8), asm.StoreImm(asm.R1, 0, 5, asm.Word)}, false},
 		{"narrower store over it", []asm.Instruction{asm.StoreImm(asm.RFP, -4, 5, asm.Word)}, false},
+		{"store through a pointer elsewhere", []asm.Instruction{asm.Mov.Reg(asm.R1, asm.RFP), asm.Add.Imm(asm.R1, -16), asm.StoreImm(asm.R1, 0, 5, asm.Word)}, true},
+		{"store through an unknown pointer", []asm.Instruction{asm.StoreImm(asm.R1, 0, 5, asm.Word)}, false},
 		{"helper with arguments", []asm.Instruction{asm.FnProbeReadKernel.Call()}, false},
+		{"bpf_get_func_arg into another slot", []asm.Instruction{asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -16), asm.FnGetFuncArg.Call()}, true},
+		{"bpf_get_func_arg into the slot", []asm.Instruction{asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -8), asm.FnGetFuncArg.Call()}, false},
+		{"bpf_get_func_arg into an unknown address", []asm.Instruction{asm.FnGetFuncArg.Call()}, false},
+		{"bpf_get_func_ret into the slot", []asm.Instruction{asm.Mov.Reg(asm.R2, asm.RFP), asm.Sub.Imm(asm.R2, 8), asm.FnGetFuncRet.Call()}, false},
 		{"atomic on the slot", []asm.Instruction{asm.Mov.Imm(asm.R2, 1), atomic}, false},
 	} {
 		pre := append([]asm.Instruction{asm.Mov.Imm(asm.R6, 0), spill}, c.between...)
