@@ -292,6 +292,12 @@ func (st *constState) step(ins *asm.Instruction) (taken, decided bool) {
 			st.reset()
 		}
 	case c == asm.LdXClass:
+		if relocated(ins) {
+			// a CO-RE field offset, rewritten at load: the slot it
+			// reads is not known before then (review, session 18)
+			st.forget(ins.Dst)
+			return false, false
+		}
 		base, isFP := st.fp(ins.Src)
 		v, ok := st.stack[int16(base+int64(ins.Offset))]
 		if isFP && ok && op.Mode() == asm.MemMode && op.Size() == asm.DWord && int64(int16(base+int64(ins.Offset))) == base+int64(ins.Offset) {
@@ -300,6 +306,16 @@ func (st *constState) step(ins *asm.Instruction) (taken, decided bool) {
 			st.forget(ins.Dst)
 		}
 	case c == asm.StClass || c == asm.StXClass:
+		if relocated(ins) {
+			// a store at a CO-RE field offset: any slot
+			st.stack = map[int16]uint64{}
+			if op.Mode() == asm.AtomicMode {
+				st.forget(ins.Src)
+				st.forget(ins.Dst)
+				st.forget(asm.R0)
+			}
+			return false, false
+		}
 		if op.Mode() == asm.AtomicMode {
 			// fetch and xchg write src, cmpxchg r0, load-acquire
 			// (cilium's asm.LoadAcquire) dst, store-release memory
@@ -702,7 +718,7 @@ func useDef(ins asm.Instruction) (use, def regSet, pure bool) {
 		return 0, bit(ins.Dst), ins.Src == asm.R0 && ins.Reference() == "" && ins.Dst < asm.R10 && !relocated(&ins)
 	case c == asm.LdXClass:
 		// a load from the stack cannot fault: pure
-		return bit(ins.Src), bit(ins.Dst), ins.Src == asm.R10 && ins.Dst < asm.R10 && op.Mode() == asm.MemMode
+		return bit(ins.Src), bit(ins.Dst), ins.Src == asm.R10 && ins.Dst < asm.R10 && op.Mode() == asm.MemMode && !relocated(&ins)
 	case c == asm.StClass:
 		if op.Mode() == asm.AtomicMode {
 			return 0x7ff, 0, false

@@ -317,3 +317,45 @@ func TestSimplifyMaterializes(t *testing.T) {
 	assert.Contains(t, kept, asm.LSh.Imm(asm.R8, 4), "%v", out)
 	assert.Equal(t, asm.Add.Reg(asm.R0, asm.R8).OpCode, kept[len(kept)-2].OpCode, "%v", out)
 }
+
+// TestSimplifyCOREStack: a CO-RE-relocated load or store at r10 (a local
+// copy of a kernel struct read or written by field) has its offset
+// rewritten at load, after simplify: the slot it reads is not known, the
+// slots it writes are all forgotten, and a dead relocated load stays an
+// instruction (a nop carrying the relocation fails the load). Review of
+// session 18; none of today's objects has one.
+func TestSimplifyCOREStack(t *testing.T) {
+	relo := &btf.CORERelocation{}
+	fill := branchOn(asm.R1,
+		asm.Mov.Imm(asm.R6, 0),
+		asm.StoreMem(asm.RFP, -8, asm.R6, asm.DWord),
+		btf.WithCORERelocationMetadata(asm.LoadMem(asm.R1, asm.RFP, -8, asm.DWord), relo),
+	)
+	store := branchOn(asm.R1,
+		asm.Mov.Imm(asm.R6, 0),
+		asm.Mov.Imm(asm.R7, 1),
+		asm.StoreMem(asm.RFP, -8, asm.R6, asm.DWord),
+		btf.WithCORERelocationMetadata(asm.StoreMem(asm.RFP, -16, asm.R7, asm.DWord), relo), // may be -8 at load
+		asm.LoadMem(asm.R1, asm.RFP, -8, asm.DWord),
+	)
+	for name, in := range map[string]asm.Instructions{"relocated fill": fill, "relocated store": store} {
+		out, _ := simplify(in)
+		kept := false
+		for _, ins := range out {
+			if ins.OpCode.JumpOp() == asm.JEq {
+				kept = true
+			}
+			if btf.CORERelocationMetadata(&ins) != nil {
+				assert.NotEqual(t, asm.JumpClass, ins.OpCode.Class(), "%s: relocation on a nop: %v", name, out)
+			}
+		}
+		assert.True(t, kept, "%s: the jump stays: %v", name, out)
+	}
+	dead := asm.Instructions{
+		btf.WithCORERelocationMetadata(asm.LoadMem(asm.R1, asm.RFP, -8, asm.DWord), relo).WithSymbol("prog"),
+		asm.Mov.Imm(asm.R0, 0),
+		asm.Return(),
+	}
+	out, _ := simplify(dead)
+	assert.Equal(t, asm.LdXClass, out[0].OpCode.Class(), "a dead relocated fill stays: %v", out)
+}
