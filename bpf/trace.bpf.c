@@ -1358,26 +1358,41 @@ static __always_inline int outside_window(__u64 pid_tgid, __u64 cookie)
 	return 0;
 }
 
+/* marks_rejected: in mode, a call an entry predicate that reads
+ * argument registers only (regs_only) or memory rejects leaves its mark
+ * on the thread's frame stack for its exit (rejected_at_entry, on_exit):
+ * not in the session modes (the exit run is skipped or sees the session
+ * cookie) nor, for a registers-only predicate, in fentry and fentry-multi
+ * (the fexit decides again). */
+static __always_inline int marks_rejected(__u8 mode, int regs_only)
+{
+	if (is_session_mode(mode))
+		return 0;
+	return !(regs_only && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI));
+}
+
 /* rejected_at_entry runs the function's entry predicate psel
  * (entry_pred) on args: 1 when it rejects the call (counted). Session
  * modes skip or ignore the exit run; fentry and fentry-multi, when the
  * predicate reads argument registers only, let the fexit decide again
- * (on_exit); the other modes push a frame marked rejected, so that the
- * exit, which runs regardless, is dropped and not taken for an outer call
- * of the same function. */
+ * (on_exit); in the other modes (marks_rejected) the exit runs
+ * regardless and must not be taken for an outer call of the same
+ * function: the call pushes a frame marked rejected when the thread has
+ * frames below it, and nothing when it has none (no frame storage yet, or
+ * depth 0), so a rejected call on an idle thread costs one frame lookup
+ * at entry and one at exit; on_exit drops an exit of a function with an
+ * entry predicate that finds no frame of its call. */
 static __always_inline int rejected_at_entry(__u64 pid_tgid, __u32 func_id, __u32 psel, int regs_only, __u64 *args,
 					     __u8 mode)
 {
 	if (!xrejects(args, psel))
 		return 0;
-	if (is_session_mode(mode))
-		return 1; /* its exit does not run */
-	if (regs_only && (mode == FTP_MODE_FENTRY || mode == FTP_MODE_FENTRY_MULTI))
-		return 1; /* its fexit decides again, on the same registers */
+	if (!marks_rejected(mode, regs_only))
+		return 1;
 	/* Counted neither as an entry nor as an exit. Past the stack's depth
 	 * the exit has no entry and is dropped as undecidable. */
-	struct tstack *st = frames((__u32)pid_tgid, 1);
-	if (st) {
+	struct tstack *st = frames((__u32)pid_tgid, 0);
+	if (st && (st->depth > 0 || st->overflow)) {
 		__u32 d = st->depth;
 		if (d < FTP_MAX_DEPTH && !st->overflow) {
 			/* Its caller's pending entry before anything nested in
@@ -1637,6 +1652,18 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs,
 					found = i;
 			}
 		}
+	}
+	if (x_entry && found < 0 && !session) {
+		/* No frame of this call: with an entry predicate that marks
+		 * its rejections (marks_rejected), a call rejected on a thread
+		 * with no frames (rejected_at_entry pushed nothing; counted
+		 * there) or one whose entry was not recorded (counted at
+		 * entry: no frame storage; or entered before the attach), which
+		 * the predicate cannot decide: dropped. */
+		__u32 pn;
+		int ro;
+		if (entry_pred(cookie, &pn, &ro) && marks_rejected(mode, ro))
+			return;
 	}
 	if (x_entry && found >= 0 && st && st->f[FTP_SLOT(found)].rejected) {
 		/* --filter rejected this call at entry. A pending entry above

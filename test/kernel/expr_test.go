@@ -64,6 +64,7 @@ func TestArgFilter(t *testing.T) {
 			// modes, one more call of the thread the test does not make).
 			assert.GreaterOrEqual(t, sum.Losses.FilterRejects, uint64(5), "rejected calls")
 			assert.Zero(t, sum.Losses.ExprFaults)
+			assert.Zero(t, sum.Losses.NoEntry, "exits without entry: a call rejected at entry is not one")
 			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
 			assertNothingAttached(t)
 		})
@@ -258,6 +259,10 @@ func TestFilterOnly(t *testing.T) {
 			}
 			assert.EqualValues(t, 1, sum.Losses.FilterRejects)
 			assert.Zero(t, sum.Losses.ExprFaults)
+			// The rejected read on a thread with no open frames pushed no
+			// frame (fentry and kprobe modes): its exit is dropped, not
+			// counted as an exit without entry (in flight).
+			assert.Zero(t, sum.Losses.NoEntry, "exits without entry")
 		})
 	}
 }
