@@ -115,6 +115,37 @@ func layout(insns asm.Instructions) (slots []int, index map[int]int, targets map
 	return slots, index, targets
 }
 
+// successors returns where control goes after insns[i] within its
+// function: fall, the next instruction (-1 after the last one, an exit or
+// an unconditional jump), and jump, a jump's target (-1 for none). A call
+// (helper, kfunc or BPF-to-BPF) falls through. ok is false for a jump
+// into a 64-bit immediate's second slot. The one control-flow rule of
+// foldJumps, dropUnreachable and dropDeadWrites.
+func successors(insns asm.Instructions, slots []int, index map[int]int, i int) (fall, jump int, ok bool) {
+	fall = i + 1
+	if fall >= len(insns) {
+		fall = -1
+	}
+	op := insns[i].OpCode
+	if !op.Class().IsJump() {
+		return fall, -1, true
+	}
+	switch op.JumpOp() {
+	case asm.Exit:
+		return -1, -1, true
+	case asm.Call:
+		return fall, -1, true
+	}
+	jump, ok = index[slots[i]+1+jumpOffset(insns[i])]
+	if !ok {
+		return -1, -1, false
+	}
+	if op.JumpOp() == asm.Ja {
+		fall = -1
+	}
+	return fall, jump, true
+}
+
 // constState is what foldJumps knows before an instruction: the
 // registers r0-r9 holding known values or known addresses in the stack
 // (r10 plus an offset), and the 8-byte stack slots (by offset from r10)
@@ -313,27 +344,24 @@ func (st *constState) step(ins *asm.Instruction) (taken, decided bool) {
 			st.forget(ins.Dst)
 		}
 	case c == asm.StClass || c == asm.StXClass:
+		size := int64(op.Size().Sizeof())
 		if relocated(ins) {
-			// a store at a CO-RE field offset: any slot
+			// a store at a CO-RE field offset, rewritten at load: any slot
 			st.stack = map[int16]uint64{}
-			if op.Mode() == asm.AtomicMode {
-				st.forget(ins.Src)
-				st.forget(ins.Dst)
-				st.forget(asm.R0)
-			}
-			return false, false
+		} else {
+			st.clobberThrough(ins.Dst, ins.Offset, size)
 		}
 		if op.Mode() == asm.AtomicMode {
 			// fetch and xchg write src, cmpxchg r0, load-acquire
 			// (cilium's asm.LoadAcquire) dst, store-release memory
-			st.clobberThrough(ins.Dst, ins.Offset, int64(op.Size().Sizeof()))
 			st.forget(ins.Src)
 			st.forget(ins.Dst)
 			st.forget(asm.R0)
 			return false, false
 		}
-		size := int64(op.Size().Sizeof())
-		st.clobberThrough(ins.Dst, ins.Offset, size)
+		if relocated(ins) {
+			return false, false
+		}
 		base, isFP := st.fp(ins.Dst)
 		at := base + int64(ins.Offset)
 		if !isFP || size != 8 || op.Mode() != asm.MemMode || int64(int16(at)) != at {
@@ -428,20 +456,18 @@ func foldJumps(insns asm.Instructions) int {
 			if !op.Class().IsJump() || op.JumpOp() == asm.Call {
 				continue
 			}
-			if op.JumpOp() == asm.Exit {
-				break
-			}
-			if t, ok := index[slots[i]+1+jumpOffset(*ins)]; ok {
-				enter(t, &st)
-			} else {
+			fall, jump, ok := successors(insns, slots, index, i)
+			if !ok {
 				// a jump into a 64-bit immediate's second slot: fold
 				// nothing (dropUnreachable leaves such programs alone)
 				return 0
 			}
-			if op.JumpOp() == asm.Ja {
-				break
+			if jump >= 0 {
+				enter(jump, &st)
 			}
-			enter(i+1, &st)
+			if fall >= 0 {
+				enter(fall, &st)
+			}
 			break
 		}
 	}
@@ -552,27 +578,15 @@ func dropUnreachable(insns asm.Instructions) (asm.Instructions, int, bool) {
 			push(i + 1)
 			continue
 		}
-		if !ins.OpCode.Class().IsJump() {
-			push(i + 1)
-			continue
+		if op := ins.OpCode.JumpOp(); ins.OpCode.Class().IsJump() && op != asm.Call && op != asm.Exit && ins.Reference() != "" {
+			return insns, 0, false // a jump to a symbol
 		}
-		switch ins.OpCode.JumpOp() {
-		case asm.Exit:
-		case asm.Call:
-			push(i + 1)
-		default:
-			if ins.Reference() != "" {
-				return insns, 0, false
-			}
-			t, ok := target(i)
-			if !ok {
-				return insns, 0, false
-			}
-			push(t)
-			if ins.OpCode.JumpOp() != asm.Ja {
-				push(i + 1)
-			}
+		fall, jump, ok := successors(insns, slots, index, i)
+		if !ok {
+			return insns, 0, false
 		}
+		push(fall)
+		push(jump)
 	}
 	newSlot := make([]int, len(insns))
 	pos, n := 0, 0
@@ -773,34 +787,11 @@ func dropDeadWrites(insns asm.Instructions) (asm.Instructions, int) {
 	nodes := make([]node, len(insns))
 	for i, ins := range insns {
 		u, d, p := useDef(ins)
-		nd := node{use: u, def: d, pure: p, succ: [2]int{-1, -1}}
-		op := ins.OpCode
-		next := i + 1
-		if next >= len(insns) {
-			next = -1
+		fall, jump, ok := successors(insns, slots, index, i)
+		if !ok {
+			return insns, 0 // a jump into an instruction's second slot: leave all
 		}
-		if op.Class().IsJump() {
-			switch op.JumpOp() {
-			case asm.Exit:
-			case asm.Call:
-				nd.succ[0] = next
-			case asm.Ja:
-				t, ok := index[slots[i]+1+jumpOffset(ins)]
-				if !ok {
-					return insns, 0 // a jump into an instruction's second slot: leave all
-				}
-				nd.succ[0] = t
-			default:
-				t, ok := index[slots[i]+1+jumpOffset(ins)]
-				if !ok {
-					return insns, 0
-				}
-				nd.succ[0], nd.succ[1] = next, t
-			}
-		} else {
-			nd.succ[0] = next
-		}
-		nodes[i] = nd
+		nodes[i] = node{use: u, def: d, pure: p, succ: [2]int{fall, jump}}
 	}
 	liveIn := make([]regSet, len(insns))
 	liveOut := make([]regSet, len(insns))

@@ -268,6 +268,12 @@ func TestSimplifyStack(t *testing.T) {
 		{"store elsewhere on the stack", []asm.Instruction{asm.StoreImm(asm.RFP, -16, 5, asm.Word)}, true},
 		{"store through a pointer", []asm.Instruction{asm.Mov.Reg(asm.R1, asm.RFP), asm.Add.Imm(asm.R1, -8), asm.StoreImm(asm.R1, 0, 5, asm.Word)}, false},
 		{"narrower store over it", []asm.Instruction{asm.StoreImm(asm.RFP, -4, 5, asm.Word)}, false},
+		// The slot is [-8, 0): the stores that end or start at its edges.
+		{"8-byte store just below it", []asm.Instruction{asm.StoreMem(asm.RFP, -16, asm.R6, asm.DWord)}, true},
+		{"byte just below it", []asm.Instruction{asm.StoreMem(asm.RFP, -9, asm.R6, asm.Byte)}, true},
+		{"byte at its first address", []asm.Instruction{asm.StoreMem(asm.RFP, -8, asm.R6, asm.Byte)}, false},
+		{"byte at its last address", []asm.Instruction{asm.StoreMem(asm.RFP, -1, asm.R6, asm.Byte)}, false},
+		{"half-word across its lower edge", []asm.Instruction{asm.StoreMem(asm.RFP, -9, asm.R6, asm.Half)}, false},
 		{"store through a pointer elsewhere", []asm.Instruction{asm.Mov.Reg(asm.R1, asm.RFP), asm.Add.Imm(asm.R1, -16), asm.StoreImm(asm.R1, 0, 5, asm.Word)}, true},
 		{"store through an unknown pointer", []asm.Instruction{asm.StoreImm(asm.R1, 0, 5, asm.Word)}, false},
 		{"helper with arguments", []asm.Instruction{asm.FnProbeReadKernel.Call()}, false},
