@@ -17,8 +17,9 @@ import (
 // The differential test of simplify: random forward-only programs (ALU on
 // immediates and registers, 64-bit immediates, stores and loads of every
 // size at r10-relative, misaligned and overlapping slots, stores through
-// a pointer into the stack, conditional jumps, helper calls with and
-// without arguments) run on a small interpreter before and after
+// a pointer into the stack, atomics on stack slots (fetching into a
+// register or r0, then often tested), conditional jumps, helper calls
+// with and without arguments) run on a small interpreter before and after
 // simplify, on the same inputs, must exit with the same r0, leave the
 // same stack bytes and make the same helper calls: simplify deletes only
 // instructions no run reaches and register writes (stack loads included)
@@ -80,6 +81,50 @@ func (m *diffMachine) call(fn asm.BuiltinFunc) error {
 	return nil
 }
 
+// atomic runs an atomic read-modify-write on the stack (the kernel's
+// semantics, kernel/bpf/core.c): add/and/or/xor, with fetch the old value
+// into src; xchg; cmpxchg with r0 (old value into r0). A Word operation
+// works on the low 32 bits and zero-extends what it fetches.
+func (m *diffMachine) atomic(ins asm.Instruction) error {
+	size := ins.OpCode.Size().Sizeof()
+	at, ok := m.addr(m.reg[ins.Dst]+uint64(int64(ins.Offset)), size)
+	if !ok || (size != 4 && size != 8) {
+		return fmt.Errorf("atomic outside the stack or of size %d: %v", size, ins)
+	}
+	var b [8]byte
+	copy(b[:], m.stack[at:at+size])
+	old, src, mask := binary.LittleEndian.Uint64(b[:]), m.reg[ins.Src], ^uint64(0)
+	if size == 4 {
+		mask = 0xffffffff
+	}
+	nv, fetch := old, true
+	switch op := ins.OpCode.AtomicOp(); op {
+	case asm.AddAtomic, asm.FetchAdd:
+		nv, fetch = old+src, op == asm.FetchAdd
+	case asm.AndAtomic, asm.FetchAnd:
+		nv, fetch = old&src, op == asm.FetchAnd
+	case asm.OrAtomic, asm.FetchOr:
+		nv, fetch = old|src, op == asm.FetchOr
+	case asm.XorAtomic, asm.FetchXor:
+		nv, fetch = old^src, op == asm.FetchXor
+	case asm.Xchg:
+		nv = src
+	case asm.CmpXchg:
+		if old&mask == m.reg[0]&mask {
+			nv = src
+		}
+		m.reg[0], fetch = old&mask, false
+	default:
+		return fmt.Errorf("atomic %v", ins)
+	}
+	if fetch {
+		m.reg[ins.Src] = old & mask
+	}
+	binary.LittleEndian.PutUint64(b[:], nv)
+	copy(m.stack[at:at+size], b[:size])
+	return nil
+}
+
 // diffRun runs insns from instruction 0 with r1-r9 = args[1:].
 func diffRun(insns asm.Instructions, args [10]uint64) (*diffMachine, error) {
 	m := &diffMachine{}
@@ -135,6 +180,10 @@ func diffRun(insns asm.Instructions, args [10]uint64) (*diffMachine, error) {
 			}
 			binary.LittleEndian.PutUint64(b[:], v)
 			copy(m.stack[at:at+size], b[:size])
+		case cls == asm.StXClass && op.Mode() == asm.AtomicMode:
+			if err := m.atomic(ins); err != nil {
+				return m, err
+			}
 		case cls.IsJump() && op.JumpOp() == asm.Exit:
 			return m, nil
 		case cls.IsJump() && op.JumpOp() == asm.Call && ins.IsBuiltinCall():
@@ -216,7 +265,7 @@ func diffGen(r *rand.Rand) asm.Instructions {
 	for n, want := 1, 10+r.Intn(51); n < want-1; {
 		var u []asm.Instruction
 		dist := 1 + r.Intn(6)
-		switch k := r.Intn(19); {
+		switch k := r.Intn(21); {
 		case k < 2:
 			cls, src := []asm.Class{asm.ALU64Class, asm.ALU64Class, asm.ALUClass}[r.Intn(3)], asm.ImmSource
 			op := diffALU[r.Intn(len(diffALU))]
@@ -263,6 +312,22 @@ func diffGen(r *rand.Rand) asm.Instructions {
 				p = asm.R2
 			}
 			u, dist = append(ptr(p), fn.Call()), 0
+		case k < 21: // an atomic on a stack slot, at r10 + off or through a pointer
+			ops := []asm.AtomicOp{asm.AddAtomic, asm.FetchAdd, asm.AndAtomic, asm.FetchOr, asm.FetchXor, asm.Xchg, asm.CmpXchg}
+			s, src := []asm.Size{asm.DWord, asm.Word}[r.Intn(2)], asm.Register(r.Intn(10))
+			at := asm.R10
+			if r.Intn(2) == 0 {
+				at = asm.Register(1 + r.Intn(9))
+				u = ptr(at)
+				for src == at {
+					src = asm.Register(r.Intn(10))
+				}
+			}
+			u, dist = append(u, ops[r.Intn(len(ops))].Mem(at, src, s, off(s))), 0
+			if r.Intn(2) == 0 {
+				u = append(u, jump([]asm.Register{src, asm.R0}[r.Intn(2)]))
+				dist = 1 + r.Intn(6)
+			}
 		default: // probe_read_kernel(r10 + off, 1..16, r3), or on whatever r1-r3 hold
 			if r.Intn(4) > 0 {
 				u = append(ptr(asm.R1), asm.Mov.Imm(asm.R2, int32([]int{8, 1 + r.Intn(16)}[r.Intn(2)])), asm.Mov.Imm(asm.R3, int32(r.Intn(256))))
