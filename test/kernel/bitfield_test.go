@@ -38,7 +38,7 @@ func TestArgBitfield(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			needMode(t, e, mode)
 			o := trace.Options{Patterns: []string{"release_sock", "security_socket_setsockopt"}, Mode: mode,
-				Args: []string{"release_sock:sk->sk_no_check_tx", "security_socket_setsockopt:sock->sk->sk_no_check_tx"},
+				Args:       []string{"release_sock:sk->sk_no_check_tx", "security_socket_setsockopt:sock->sk->sk_no_check_tx"},
 				Predicates: []string{"release_sock:sk->sk_no_check_tx == 1", "security_socket_setsockopt:sock->sk->sk_no_check_tx == 1"}}
 			evs, sum := traceInThreadWith(t, o, sockCalls(t))
 			for fn, expr := range map[string]string{"release_sock": "sk->sk_no_check_tx", "security_socket_setsockopt": "sock->sk->sk_no_check_tx"} {
