@@ -463,7 +463,9 @@ struct {
  * links come and go one by one (an fentry link attaches before its fexit
  * link; fentry mode attaches functions one at a time), entries whose exits
  * cannot be seen would pile up on the frame stacks. Calls that straddle
- * arming are counted as in flight. */
+ * arming are counted as in flight, but for those of a function whose
+ * entry predicate marks its rejections (marks_rejected): their exits,
+ * which find no frame, are dropped uncounted (on_exit). */
 volatile __u32 armed = 0;
 
 /* Counters, one 128-byte row per CPU (no false sharing), added to
@@ -1659,7 +1661,10 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs,
 		 * with no frames (rejected_at_entry pushed nothing; counted
 		 * there) or one whose entry was not recorded (counted at
 		 * entry: no frame storage; or entered before the attach), which
-		 * the predicate cannot decide: dropped. */
+		 * the predicate cannot decide: dropped. (Not unwound: frames
+		 * found here were pushed inside this call only when its entry
+		 * saw an idle thread, which the exit cannot tell from an entry
+		 * run that was missed with frames below it.) */
 		__u32 pn;
 		int ro;
 		if (entry_pred(cookie, &pn, &ro) && marks_rejected(mode, ro))
@@ -2169,7 +2174,9 @@ int ftp_fork(__u64 *ctx)
 
 /* A process waiting for its exec (FTP_TREE_AT_EXEC) is traced from the
  * moment the new program is in place: calls still open across the exec
- * (execve's own) show as exits without entry, counted as in flight. */
+ * (execve's own) show as exits without entry, counted as in flight (not
+ * those of a function whose entry predicate marks its rejections:
+ * dropped uncounted, on_exit). */
 SEC("tp_btf/sched_process_exec")
 int ftp_exec(__u64 *ctx)
 {

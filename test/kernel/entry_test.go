@@ -460,7 +460,10 @@ func TestEntryPerfetto(t *testing.T) {
 // entry calls, no tree), the filter rejects exactly 3 calls more and the
 // window exactly the calls the 3 trees held. In
 // kprobe-multi mode (kprobe.session: a rejected entry skips its return)
-// and fentry (a rejected frame is pushed, popped by fexit).
+// and fentry (a memory-reading predicate: a rejected call inside another
+// traced call pushes a frame marked rejected, popped by fexit; on an
+// idle thread, as do_sys_openat2's are, nothing is pushed and the fexit,
+// finding no frame, drops the exit).
 func TestEntryFilterWindow(t *testing.T) {
 	e := lab(t)
 	bin := ftprobeBinary(t)
