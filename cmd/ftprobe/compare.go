@@ -68,7 +68,7 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			}{
 				{"--scenario", cfg.Scenarios, []string{"hit", "attach", "crowd", "stream"}},
 				{"--trigger", cfg.Triggers, []string{bench.TriggerKernel, bench.TriggerSyscall}},
-				{"--body", cfg.Bodies, []string{bench.BodyEmpty, bench.BodyTrace, bench.BodyExitOnly, bench.BodyAgg, bench.BodyFiltered, bench.BodyPredicate, bench.BodyWindow}},
+				{"--body", cfg.Bodies, []string{bench.BodyEmpty, bench.BodyTrace, bench.BodyExitOnly, bench.BodyAgg, bench.BodyFiltered, bench.BodyPredicate, bench.BodyWindow, bench.BodyTimed}},
 			} {
 				for _, g := range c.got {
 					if !slices.Contains(c.want, g) {
@@ -178,7 +178,7 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 	f.StringSliceVar(&cfg.Scenarios, "scenario", []string{"hit", "attach", "crowd", "stream"}, "scenarios to run: hit, attach, crowd, stream")
 	f.StringSliceVar(&cfg.Triggers, "trigger", []string{bench.TriggerKernel, bench.TriggerSyscall}, "hit-cost triggers: kernel, syscall")
 	f.StringSliceVar(&cfg.Bodies, "body", []string{bench.BodyEmpty, bench.BodyTrace, bench.BodyExitOnly, bench.BodyAgg, bench.BodyFiltered},
-		"program bodies: empty (counts hits), trace (entry and exit records streamed), exit-only (one record per call, at exit), agg (in-kernel tables, as stat), filtered (trace program whose pid filter rejects every call); opt-in: predicate (trace program whose --filter predicate on arg0 rejects every call at entry), window (trace program in --entry mode, the target outside every window: every call rejected at entry; 7.3 under TCG: 0.66-1.40x the empty program on amd64, 1.38x on arm64, README)")
+		"program bodies: empty (counts hits), trace (entry and exit records streamed), exit-only (one record per call, at exit), agg (in-kernel tables, as stat), filtered (trace program whose pid filter rejects every call); opt-in: predicate (trace program whose --filter predicate on arg0 rejects every call at entry), window (trace program in --entry mode, the target outside every window: every call rejected at entry; 7.3 under TCG: 0.66-1.40x the empty program on amd64, 1.38x on arm64, README), timed (the counting program plus the two timestamps of a duration: the floor under trace, exit-only and agg)")
 	f.StringSliceVar(&cfg.Modes, "mode", nil, "hit-cost modes to measure (default all): "+strings.Join(append(append([]string{}, bench.HitModes[1:]...), bench.ModeKprobePair), ", "))
 	f.IntVar(&cfg.Runs, "runs", 5, "measured runs per mode (after one warm-up)")
 	f.IntVar(&cfg.Calls, "calls", 200000, "calls of the target per measurement (kernel trigger)")

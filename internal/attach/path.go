@@ -453,6 +453,19 @@ var CountingProgram = map[Path]string{
 	PathRawTP: bpfobj.BenchProgCountRawTp,
 }
 
+// TimedProgram is the program of the bench object (bpf/bench.bpf.c) that
+// counts hits and takes the two timestamps of a duration for each attach
+// path of a timed pair or session: `compare`'s timed body, the floor
+// under every body that measures durations. The session paths need the
+// session kfuncs' ctx prototype (7.0).
+var TimedProgram = map[Path]string{
+	PathFentry: bpfobj.BenchProgTimedFentry, PathFexit: bpfobj.BenchProgTimedFexit,
+	PathFSession: bpfobj.BenchProgTimedFsession, PathFSessionMulti: bpfobj.BenchProgTimedFsession,
+	PathKprobeMulti: bpfobj.BenchProgTimedKmulti, PathKretprobeMulti: bpfobj.BenchProgTimedKretmulti,
+	PathKprobeSession: bpfobj.BenchProgTimedKsession, PathKprobe: bpfobj.BenchProgTimedKprobe,
+	PathKretprobe: bpfobj.BenchProgTimedKretprobe,
+}
+
 // Way is one way a trace mode is realised on a kernel: the attach paths
 // it links, the event code its records carry (enum ftp_mode, generated
 // into bpfobj) and the name events and JSON give that code

@@ -45,6 +45,20 @@ func TestCountingProgramsMatchPaths(t *testing.T) {
 		assert.True(t, ok)
 		assert.Equal(t, p, got)
 	}
+	// The timed programs (compare's timed body) have their path's
+	// program and attach types too, and cover every path of the modes
+	// a trace body measures.
+	for _, p := range []Path{PathFentry, PathFexit, PathFSession, PathFSessionMulti, PathKprobeMulti, PathKretprobeMulti,
+		PathKprobeSession, PathKprobe, PathKretprobe} {
+		name, ok := TimedProgram[p]
+		require.True(t, ok, "%s has no timed program", p)
+		ps, ok := spec.Programs[name]
+		require.True(t, ok, "%s: %s not in the bench object", p, name)
+		counting := spec.Programs[CountingProgram[p]]
+		assert.Equal(t, counting.Type, ps.Type, "%s: %s", p, name)
+		assert.Equal(t, counting.AttachType, ps.AttachType, "%s: %s", p, name)
+	}
+	assert.Len(t, TimedProgram, 9)
 	_, ok := PathByName("kprobe-multi") // trace's mode, not a kernel path
 	assert.False(t, ok)
 	_, err = OpenPath(context.Background(), "kprobe-multi", PathOptions{Spec: spec})

@@ -88,6 +88,14 @@ const (
 	// 7.3.4 (docs/window-arm64-7.3.txt): fentry+fexit 1.38, kprobe.multi
 	// pair 1.38 (filtered 0.88, 1.23).
 	BodyWindow = "window"
+	// BodyTimed is the floor under every body that measures a duration
+	// (trace, exit-only, agg): the counting program of the mode plus the
+	// two bpf_ktime_get_ns() of a duration, the entry's handed to the exit
+	// in the session cookie (fsession, kprobe.session) or in task-local
+	// storage (fentry+fexit, the pairs); bpf/bench.bpf.c's timed_*
+	// programs. Its hits are two per call only when every exit found its
+	// entry's timestamp (opt-in: not in compare's default bodies).
+	BodyTimed = "timed"
 )
 
 // Stat is a median with its range over runs.
@@ -115,12 +123,16 @@ func NewStat(s []float64) Stat {
 // counter is a loaded counting program with its hits map.
 type counter struct {
 	hits   *ebpf.Map
+	extra  []*ebpf.Map // the timed body's start map
 	probes []*attach.PathProbe
 }
 
 func (c *counter) Close() {
 	for _, p := range c.probes {
 		p.Close()
+	}
+	for _, m := range c.extra {
+		m.Close()
 	}
 	if c.hits != nil {
 		c.hits.Close()
@@ -175,13 +187,24 @@ func benchSpec(tid uint32, batch uint32) (*ebpf.CollectionSpec, error) {
 // (a function for f*/kprobe modes, a tracepoint for raw_tp) through the
 // attach layer (attach.OpenPath), all counting into one hits map. Errors
 // are explained by kin.
-func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target string) (*counter, error) {
+func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target string, timed bool) (*counter, error) {
 	c := &counter{}
-	h, err := ebpf.NewMap(spec.Maps["hits"].Copy())
+	h, err := ebpf.NewMap(spec.Maps[bpfobj.BenchMapHits].Copy())
 	if err != nil {
 		return nil, err
 	}
 	c.hits = h
+	maps := map[string]*ebpf.Map{bpfobj.BenchMapHits: h}
+	if timed {
+		// One start map shared by the entry and exit programs of a pair.
+		ts, err := ebpf.NewMap(spec.Maps[bpfobj.BenchMapTstart].Copy())
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("timed body: task storage map: %w", err)
+		}
+		c.extra = append(c.extra, ts)
+		maps[bpfobj.BenchMapTstart] = ts
+	}
 	parts := map[string][]string{ModeFentryFexit: {ModeFentry, ModeFexit}, ModeKprobeKret: {ModeKprobeMulti, ModeKretMulti},
 		ModeKprobePair: {ModeKprobe, ModeKretprobe}}[mode]
 	if parts == nil {
@@ -190,11 +213,14 @@ func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target stri
 	for _, m := range parts {
 		path := attach.Path(m)
 		prog, ok := attach.CountingProgram[path]
+		if timed {
+			prog, ok = attach.TimedProgram[path]
+		}
 		if !ok {
 			c.Close()
 			return nil, fmt.Errorf("unknown mode %q", m)
 		}
-		o := attach.PathOptions{Spec: spec, Program: prog, Maps: map[string]*ebpf.Map{"hits": h}}
+		o := attach.PathOptions{Spec: spec, Program: prog, Maps: maps}
 		if path == attach.PathRawTP {
 			o.Tracepoint = target
 		} else {

@@ -27,7 +27,7 @@ import (
 // Config of a compare run.
 type Config struct {
 	Triggers []string // kernel, syscall
-	Bodies   []string // empty, trace, exit-only, agg, filtered, predicate
+	Bodies   []string // empty, trace, exit-only, agg, filtered, predicate, window, timed
 	// Modes restricts the hit-cost rows to these modes (HitModes and
 	// TraceModes names; empty = all).
 	Modes        []string
@@ -473,13 +473,13 @@ func traceOptions(mode string) (attachMode string, pair bool, variant string) {
 const noFuncID = ^uint32(0)
 
 func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body, mode string, ringbuf uint32, during bool) (measured, error) {
-	if body == BodyEmpty {
+	if body == BodyEmpty || body == BodyTimed {
 		spec, err := benchSpec(th.tid, 1)
 		if err != nil {
 			return nil, err
 		}
 		target := trig.Target()
-		c, err := attachCounter(kin, spec, mode, target)
+		c, err := attachCounter(kin, spec, mode, target, body == BodyTimed)
 		if err != nil {
 			return nil, err
 		}
@@ -915,7 +915,7 @@ func measureCrowded(ctx context.Context, kin *kfeat.Info, spec *ebpf.CollectionS
 		row.NsPerHit, row.OverheadNs = NewStat(nsS), NewStat(ovS)
 	}()
 	if row.Shared {
-		s, err := attachCounter(kin, spec, sharerOf(row.Mode), trig.Target())
+		s, err := attachCounter(kin, spec, sharerOf(row.Mode), trig.Target(), false)
 		if err != nil {
 			row.Supported, row.Reason = false, "sharer "+sharerOf(row.Mode)+": "+reasonOf(err)
 			return nil
@@ -948,7 +948,7 @@ func measureCrowded(ctx context.Context, kin *kfeat.Info, spec *ebpf.CollectionS
 			return fmt.Errorf("crowd: kernel trigger: %w", err)
 		}
 		sharerWant += uint64(calls)
-		c, err := attachCounter(kin, spec, row.Mode, trig.Target())
+		c, err := attachCounter(kin, spec, row.Mode, trig.Target(), false)
 		if err != nil {
 			row.Supported, row.Reason = false, reasonOf(err)
 			return nil

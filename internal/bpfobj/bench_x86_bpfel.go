@@ -17,6 +17,8 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	BenchMapHits            = "hits"
+	BenchMapNsum            = "nsum"
+	BenchMapTstart          = "tstart"
 	BenchProgCountFentry    = "count_fentry"
 	BenchProgCountFexit     = "count_fexit"
 	BenchProgCountFsession  = "count_fsession"
@@ -27,6 +29,14 @@ const (
 	BenchProgCountKsession  = "count_ksession"
 	BenchProgCountRawTp     = "count_raw_tp"
 	BenchProgCountTpBtf     = "count_tp_btf"
+	BenchProgTimedFentry    = "timed_fentry"
+	BenchProgTimedFexit     = "timed_fexit"
+	BenchProgTimedFsession  = "timed_fsession"
+	BenchProgTimedKmulti    = "timed_kmulti"
+	BenchProgTimedKprobe    = "timed_kprobe"
+	BenchProgTimedKretmulti = "timed_kretmulti"
+	BenchProgTimedKretprobe = "timed_kretprobe"
+	BenchProgTimedKsession  = "timed_ksession"
 	BenchProgTriggerDriver  = "trigger_driver"
 	BenchVarBatchIters      = "batch_iters"
 	BenchVarFilterSyscallNr = "filter_syscall_nr"
@@ -85,6 +95,14 @@ type BenchProgramSpecs struct {
 	CountKsession  *ebpf.ProgramSpec `ebpf:"count_ksession"`
 	CountRawTp     *ebpf.ProgramSpec `ebpf:"count_raw_tp"`
 	CountTpBtf     *ebpf.ProgramSpec `ebpf:"count_tp_btf"`
+	TimedFentry    *ebpf.ProgramSpec `ebpf:"timed_fentry"`
+	TimedFexit     *ebpf.ProgramSpec `ebpf:"timed_fexit"`
+	TimedFsession  *ebpf.ProgramSpec `ebpf:"timed_fsession"`
+	TimedKmulti    *ebpf.ProgramSpec `ebpf:"timed_kmulti"`
+	TimedKprobe    *ebpf.ProgramSpec `ebpf:"timed_kprobe"`
+	TimedKretmulti *ebpf.ProgramSpec `ebpf:"timed_kretmulti"`
+	TimedKretprobe *ebpf.ProgramSpec `ebpf:"timed_kretprobe"`
+	TimedKsession  *ebpf.ProgramSpec `ebpf:"timed_ksession"`
 	TriggerDriver  *ebpf.ProgramSpec `ebpf:"trigger_driver"`
 }
 
@@ -92,7 +110,9 @@ type BenchProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type BenchMapSpecs struct {
-	Hits *ebpf.MapSpec `ebpf:"hits"`
+	Hits   *ebpf.MapSpec `ebpf:"hits"`
+	Nsum   *ebpf.MapSpec `ebpf:"nsum"`
+	Tstart *ebpf.MapSpec `ebpf:"tstart"`
 }
 
 // BenchVariableSpecs contains global variables before they are loaded into the kernel.
@@ -124,12 +144,16 @@ func (o *BenchObjects) Close() error {
 //
 // It can be passed to LoadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type BenchMaps struct {
-	Hits *ebpf.Map `ebpf:"hits"`
+	Hits   *ebpf.Map `ebpf:"hits"`
+	Nsum   *ebpf.Map `ebpf:"nsum"`
+	Tstart *ebpf.Map `ebpf:"tstart"`
 }
 
 func (m *BenchMaps) Close() error {
 	return _BenchClose(
 		m.Hits,
+		m.Nsum,
+		m.Tstart,
 	)
 }
 
@@ -156,6 +180,14 @@ type BenchPrograms struct {
 	CountKsession  *ebpf.Program `ebpf:"count_ksession"`
 	CountRawTp     *ebpf.Program `ebpf:"count_raw_tp"`
 	CountTpBtf     *ebpf.Program `ebpf:"count_tp_btf"`
+	TimedFentry    *ebpf.Program `ebpf:"timed_fentry"`
+	TimedFexit     *ebpf.Program `ebpf:"timed_fexit"`
+	TimedFsession  *ebpf.Program `ebpf:"timed_fsession"`
+	TimedKmulti    *ebpf.Program `ebpf:"timed_kmulti"`
+	TimedKprobe    *ebpf.Program `ebpf:"timed_kprobe"`
+	TimedKretmulti *ebpf.Program `ebpf:"timed_kretmulti"`
+	TimedKretprobe *ebpf.Program `ebpf:"timed_kretprobe"`
+	TimedKsession  *ebpf.Program `ebpf:"timed_ksession"`
 	TriggerDriver  *ebpf.Program `ebpf:"trigger_driver"`
 }
 
@@ -171,6 +203,14 @@ func (p *BenchPrograms) Close() error {
 		p.CountKsession,
 		p.CountRawTp,
 		p.CountTpBtf,
+		p.TimedFentry,
+		p.TimedFexit,
+		p.TimedFsession,
+		p.TimedKmulti,
+		p.TimedKprobe,
+		p.TimedKretmulti,
+		p.TimedKretprobe,
+		p.TimedKsession,
 		p.TriggerDriver,
 	)
 }
