@@ -97,7 +97,7 @@ type Header struct {
 // HitRow is one mode's hit cost.
 type HitRow struct {
 	Trigger     string  `json:"trigger"`                    // kernel (BPF_PROG_TEST_RUN driver) or syscall (getppid(2) loop)
-	Body        string  `json:"body"`                       // empty, trace, exit-only, agg, filtered, predicate or window
+	Body        string  `json:"body"`                       // empty, trace, exit-only, agg, filtered, predicate, window or timed
 	Mode        string  `json:"mode"`                       // baseline, fentry, fexit, fentry+fexit, kprobe.multi, ..., raw_tp
 	Target      string  `json:"target"`                     // the probed kernel function (or tracepoint)
 	Supported   bool    `json:"supported"`                  // false: the kernel refused the mode; reason says why
@@ -108,6 +108,7 @@ type HitRow struct {
 	MHitsPerSec float64 `json:"mhits_per_s"`                // millions of calls per second at the median
 	RatioFentry float64 `json:"ratio_to_fentry,omitempty"`  // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
 	RatioEmpty  float64 `json:"ratio_to_empty,omitempty"`   // non-empty bodies: ns over baseline over the empty program's of the same mode and trigger in this run
+	RatioTimed  float64 `json:"ratio_to_timed,omitempty"`   // trace, exit-only and agg bodies when the run has the timed body: ns over baseline over the timed body's (the duration floor) of the same mode and trigger
 	Variant     string  `json:"variant,omitempty"`          // how the trace mode was realised when it matters (kprobe.session, fsession.multi)
 	Hits        uint64  `json:"hits_last_run"`              // program runs counted in the last run (window body: calls rejected by the window)
 	Expected    uint64  `json:"hits_expected"`              // program runs the last run should count (window body: one rejection per call)
@@ -634,18 +635,32 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 }
 
 // setRatioEmpty sets RatioEmpty of every non-empty body row: its ns over
-// baseline over the empty row's of the same mode and trigger.
+// baseline over the empty row's of the same mode and trigger; and
+// RatioTimed of every trace, exit-only and agg row: over the timed row's
+// (the duration floor), when the run has one.
 func (r *Report) setRatioEmpty() {
-	empty := map[[2]string]float64{}
+	empty, timed := map[[2]string]float64{}, map[[2]string]float64{}
 	for _, h := range r.Hit {
-		if h.Body == BodyEmpty && h.Supported && h.Mode != ModeBaseline {
+		if !h.Supported || h.Mode == ModeBaseline {
+			continue
+		}
+		switch h.Body {
+		case BodyEmpty:
 			empty[[2]string{h.Trigger, h.Mode}] = h.OverheadNs.Median
+		case BodyTimed:
+			timed[[2]string{h.Trigger, h.Mode}] = h.OverheadNs.Median
 		}
 	}
 	for i := range r.Hit {
 		h := &r.Hit[i]
-		if e := empty[[2]string{h.Trigger, h.Mode}]; h.Body != BodyEmpty && h.Supported && h.Mode != ModeBaseline && e > 0 {
+		if !h.Supported || h.Mode == ModeBaseline {
+			continue
+		}
+		if e := empty[[2]string{h.Trigger, h.Mode}]; h.Body != BodyEmpty && e > 0 {
 			h.RatioEmpty = h.OverheadNs.Median / e
+		}
+		if f := timed[[2]string{h.Trigger, h.Mode}]; (h.Body == BodyTrace || h.Body == BodyExitOnly || h.Body == BodyAgg) && f > 0 {
+			h.RatioTimed = h.OverheadNs.Median / f
 		}
 	}
 }

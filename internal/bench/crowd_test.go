@@ -64,3 +64,47 @@ func TestCrowdReport(t *testing.T) {
 	assert.NotContains(t, s, "[2]")
 	assert.Contains(t, s, "hit cost on bpf_get_numa_node_id (kernel trigger")
 }
+
+// TestTimedRatio checks the hit rows' ratios to the empty and timed
+// bodies: each of the same mode and trigger only, x timed only for the
+// bodies that measure a duration, and the text report's x timed column
+// only when the run has the timed body.
+func TestTimedRatio(t *testing.T) {
+	x := func(v float64) Stat { return NewStat([]float64{v}) }
+	row := func(trig, body, mode string, over float64) HitRow {
+		return HitRow{Trigger: trig, Body: body, Mode: mode, Supported: true, NsPerHit: x(over + 20), OverheadNs: x(over)}
+	}
+	r := &Report{Schema: SchemaID, Hit: []HitRow{
+		row(TriggerKernel, BodyEmpty, ModeFSession, 500),
+		row(TriggerKernel, BodyEmpty, ModeFentryFexit, 490),
+		row(TriggerKernel, BodyTimed, ModeFSession, 730),
+		row(TriggerKernel, BodyAgg, ModeFSession, 803),
+		row(TriggerKernel, BodyTrace, ModeFSession, 1460),
+		row(TriggerKernel, BodyFiltered, ModeFSession, 480),
+		row(TriggerKernel, BodyAgg, ModeFentryFexit, 1000), // no timed row of its mode
+		row(TriggerSyscall, BodyAgg, ModeFSession, 900),    // no timed row of its trigger
+	}}
+	r.setRatioEmpty()
+	h := r.Hit
+	assert.InDelta(t, 730.0/500, h[2].RatioEmpty, 1e-9)
+	assert.Zero(t, h[2].RatioTimed, "the timed row itself")
+	assert.InDelta(t, 1.1, h[3].RatioTimed, 1e-9)
+	assert.InDelta(t, 2.0, h[4].RatioTimed, 1e-9)
+	assert.Zero(t, h[5].RatioTimed, "filtered measures no duration")
+	assert.InDelta(t, 0.96, h[5].RatioEmpty, 1e-9)
+	assert.Zero(t, h[6].RatioTimed, "no timed row of fentry+fexit")
+	assert.InDelta(t, 1000.0/490, h[6].RatioEmpty, 1e-9)
+	assert.Zero(t, h[7].RatioTimed, "no timed row of the syscall trigger")
+	var out bytes.Buffer
+	r.WriteText(&out)
+	s := out.String()
+	assert.Contains(t, s, "x empty  x timed  misses")
+	assert.Regexp(t, `kernel\s+agg\s+fsession\s+[0-9.]+\s+823\.0\s+\[823\.0\.\.823\.0\]\s+803\.0\s+1\.61\s+1\.10\s+0`, s)
+	assert.Regexp(t, `kernel\s+trace\s+fsession\s+[0-9.]+\s+1480\.0\s+\S+\s+1460\.0\s+2\.92\s+2\.00\s+0`, s)
+
+	r.Hit = []HitRow{row(TriggerKernel, BodyEmpty, ModeFSession, 500), row(TriggerKernel, BodyAgg, ModeFSession, 803)}
+	r.setRatioEmpty()
+	out.Reset()
+	r.WriteText(&out)
+	assert.NotContains(t, out.String(), "x timed", "no timed body, no column")
+}

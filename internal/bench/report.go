@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -35,17 +36,31 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "INTERRUPTED: partial results\n")
 	}
 	if len(r.Hit) > 0 {
+		// x timed only when the run has the timed body (opt-in).
+		withTimed := slices.ContainsFunc(r.Hit, func(h HitRow) bool { return h.RatioTimed > 0 })
+		timedCol, timedHead, timedNote := "", "", ""
+		if withTimed {
+			timedHead = "x timed\t"
+			timedNote = "   x timed = ns over base over the timed body's of the same mode (the duration floor: what the body adds to it);\n"
+		}
 		fmt.Fprintf(w, "\n== hit cost: ns per call of the target; ns over base = ns/hit minus the baseline measured just before;\n"+
 			"   x ref = ns over base over fentry's (empty body) or fentry+fexit's (other bodies);\n"+
 			"   x empty = ns over base over the empty program's of the same mode (what ftprobe's own body adds);\n"+
+			timedNote+
 			"   drops = ringbuf drops over all runs (trace bodies; reader %s)\n", readerOf(r.Hit))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "trigger\tbody\tmode\tMhits/s\tns/hit\t[min..max]\tns over base\tx ref\tx empty\tmisses\tdrops\t")
+		fmt.Fprintln(tw, "trigger\tbody\tmode\tMhits/s\tns/hit\t[min..max]\tns over base\tx ref\tx empty\t"+timedHead+"misses\tdrops\t")
 		var notes footnotes
 		for _, row := range r.Hit {
 			if !row.Supported {
 				fmt.Fprintf(tw, "%s\t%s\t%s\tunsupported [%d]\t\t\t\t\t\t\t\n", row.Trigger, row.Body, row.Mode, notes.add(row.Reason))
 				continue
+			}
+			if withTimed {
+				timedCol = "\t"
+				if row.RatioTimed > 0 {
+					timedCol = fmt.Sprintf("%.2f\t", row.RatioTimed)
+				}
 			}
 			ratio, over, vsEmpty := "", "", ""
 			if row.Mode != ModeBaseline {
@@ -61,8 +76,8 @@ func (r *Report) WriteText(w io.Writer) {
 			if row.Reader != "" {
 				drops = fmt.Sprint(row.Drops)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t[%.1f..%.1f]\t%s\t%s\t%s\t%d\t%s\t\n", row.Trigger, row.Body, row.Mode, row.MHitsPerSec,
-				row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, over, ratio, vsEmpty, row.Misses, drops)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t[%.1f..%.1f]\t%s\t%s\t%s\t%s%d\t%s\t\n", row.Trigger, row.Body, row.Mode, row.MHitsPerSec,
+				row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, over, ratio, vsEmpty, timedCol, row.Misses, drops)
 		}
 		tw.Flush()
 		printNotes(w, notes)
