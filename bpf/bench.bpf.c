@@ -23,15 +23,26 @@ volatile const __u32 batch_iters = 100;
  * other threads' calls of the target do not pollute the exact count. */
 volatile const __u32 filter_tid = 0;
 
-/* hit counts one hit of the measured thread: 1 when counted. */
-static __always_inline int hit(void)
+/* mine: the current thread is the measured one. */
+static __always_inline int mine(void)
 {
-	if (filter_tid && (__u32)bpf_get_current_pid_tgid() != filter_tid)
-		return 0;
+	return !filter_tid || (__u32)bpf_get_current_pid_tgid() == filter_tid;
+}
+
+static __always_inline void count_hit(void)
+{
 	__u32 zero = 0;
 	__u64 *v = bpf_map_lookup_elem(&hits, &zero);
 	if (v)
 		*v += 1;
+}
+
+/* hit counts one hit of the measured thread: 1 when counted. */
+static __always_inline int hit(void)
+{
+	if (!mine())
+		return 0;
+	count_hit();
 	return 1;
 }
 
@@ -111,21 +122,23 @@ static __always_inline int timed_start(void)
 	return 0;
 }
 
+/* timed_stop: the thread filter once, as the counting exit programs. */
 static __always_inline int timed_stop(void)
 {
-	if (filter_tid && (__u32)bpf_get_current_pid_tgid() != filter_tid)
+	if (!mine())
 		return 0;
 	__u64 *s = bpf_task_storage_get(&tstart, bpf_get_current_task_btf(), 0, 0);
 	if (!s || !*s)
 		return 0;
 	add_ns(bpf_ktime_get_ns() - *s);
 	*s = 0;
-	hit();
+	count_hit();
 	return 0;
 }
 
-/* timed_session: the cookie holds the entry's timestamp; returning 0 at
- * entry keeps the exit run. */
+/* timed_session: the cookie holds the entry's timestamp (0: not the
+ * measured thread, so the exit asks no filter); returning 0 at entry
+ * keeps the exit run. */
 static __always_inline int timed_session(void *ctx)
 {
 	__u64 *c = bpf_session_cookie(ctx);
@@ -137,7 +150,7 @@ static __always_inline int timed_session(void *ctx)
 	}
 	if (*c) {
 		add_ns(bpf_ktime_get_ns() - *c);
-		hit();
+		count_hit();
 	}
 	return 0;
 }

@@ -106,8 +106,15 @@ func LoadProgram(spec *ebpf.CollectionSpec, name, attachTo string, repl map[stri
 		ps = ps.Copy()
 		ps.AttachTo = attachTo
 	}
-	coll := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{name: ps}, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder}
-	c, err := ebpf.NewCollectionWithOptions(coll, ebpf.CollectionOptions{MapReplacements: repl, Cache: cache})
+	maps := programMaps(spec, ps)
+	used := map[string]*ebpf.Map{}
+	for k, m := range repl {
+		if maps[k] != nil {
+			used[k] = m
+		}
+	}
+	coll := &ebpf.CollectionSpec{Maps: maps, Programs: map[string]*ebpf.ProgramSpec{name: ps}, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder}
+	c, err := ebpf.NewCollectionWithOptions(coll, ebpf.CollectionOptions{MapReplacements: used, Cache: cache})
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +124,26 @@ func LoadProgram(spec *ebpf.CollectionSpec, name, attachTo string, repl map[stri
 		return nil, fmt.Errorf("load %s: program missing after load", name)
 	}
 	return p, nil
+}
+
+// programMaps returns the maps of spec that ps references (its map loads;
+// cilium/ebpf flattens BPF-to-BPF callees into ps at ELF load) and the
+// data sections holding spec's variables: what loading ps alone needs.
+// The others (another program's maps: the bench object's timed body's
+// task storage, say) are neither created nor freed for it.
+func programMaps(spec *ebpf.CollectionSpec, ps *ebpf.ProgramSpec) map[string]*ebpf.MapSpec {
+	out := map[string]*ebpf.MapSpec{}
+	for _, ins := range ps.Instructions {
+		if ref := ins.Reference(); ref != "" && spec.Maps[ref] != nil {
+			out[ref] = spec.Maps[ref]
+		}
+	}
+	for _, v := range spec.Variables {
+		if m := spec.Maps[v.SectionName]; m != nil {
+			out[v.SectionName] = m
+		}
+	}
+	return out
 }
 
 // LinkFunc links a loaded fentry, fexit or tp_btf program to the function

@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -63,6 +64,27 @@ func TestCountingProgramsMatchPaths(t *testing.T) {
 	assert.False(t, ok)
 	_, err = OpenPath(context.Background(), "kprobe-multi", PathOptions{Spec: spec})
 	assert.ErrorContains(t, err, `attach path "kprobe-multi": unknown`)
+}
+
+// A program loaded alone creates only the maps it references and the
+// variables' data sections: the counting programs no longer create the
+// timed body's task storage (every `features` verdict and compare attach
+// load would otherwise).
+func TestProgramMaps(t *testing.T) {
+	spec, err := bpfobj.LoadBench()
+	require.NoError(t, err)
+	names := func(prog string) []string {
+		var out []string
+		for k := range programMaps(spec, spec.Programs[prog]) {
+			out = append(out, k)
+		}
+		sort.Strings(out)
+		return out
+	}
+	assert.Equal(t, []string{".rodata", "hits"}, names(bpfobj.BenchProgCountFentry))
+	assert.Equal(t, []string{".rodata", "hits", "tstart"}, names(bpfobj.BenchProgTimedFentry))
+	assert.Equal(t, []string{".rodata", "hits", "nsum", "tstart"}, names(bpfobj.BenchProgTimedFexit))
+	assert.Equal(t, []string{".rodata", "hits", "nsum"}, names(bpfobj.BenchProgTimedFsession))
 }
 
 // Programs are loaded and links created in internal/attach only: trace,
