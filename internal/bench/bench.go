@@ -94,7 +94,11 @@ const (
 	// in the session cookie (fsession, kprobe.session) or in task-local
 	// storage (fentry+fexit, the pairs); bpf/bench.bpf.c's timed_*
 	// programs. Its hits are two per call only when every exit found its
-	// entry's timestamp (opt-in: not in compare's default bodies).
+	// entry's timestamp (opt-in: not in compare's default bodies; its
+	// x empty needs the empty body in the run). Minimum kernel: the
+	// mode's, with task-local storage (5.11) for the pairs and the
+	// session kfuncs' ctx prototype (7.0) for kprobe.session and
+	// fsession.
 	BodyTimed = "timed"
 )
 
@@ -191,7 +195,7 @@ func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target stri
 	c := &counter{}
 	h, err := ebpf.NewMap(spec.Maps[bpfobj.BenchMapHits].Copy())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: hits map: %w", mode, err)
 	}
 	c.hits = h
 	maps := map[string]*ebpf.Map{bpfobj.BenchMapHits: h}
@@ -200,7 +204,7 @@ func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target stri
 		ts, err := ebpf.NewMap(spec.Maps[bpfobj.BenchMapTstart].Copy())
 		if err != nil {
 			c.Close()
-			return nil, fmt.Errorf("timed body: task storage map: %w", err)
+			return nil, fmt.Errorf("%s: timed body: task storage map: %w", mode, err)
 		}
 		c.extra = append(c.extra, ts)
 		maps[bpfobj.BenchMapTstart] = ts
@@ -218,6 +222,9 @@ func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target stri
 		}
 		if !ok {
 			c.Close()
+			if timed {
+				return nil, fmt.Errorf("mode %q: no timed program for attach path %s", m, path)
+			}
 			return nil, fmt.Errorf("unknown mode %q", m)
 		}
 		o := attach.PathOptions{Spec: spec, Program: prog, Maps: maps}

@@ -110,9 +110,9 @@ type HitRow struct {
 	RatioEmpty  float64 `json:"ratio_to_empty,omitempty"`   // non-empty bodies: ns over baseline over the empty program's of the same mode and trigger in this run
 	RatioTimed  float64 `json:"ratio_to_timed,omitempty"`   // trace, exit-only and agg bodies when the run has the timed body: ns over baseline over the timed body's (the duration floor) of the same mode and trigger
 	Variant     string  `json:"variant,omitempty"`          // how the trace mode was realised when it matters (kprobe.session, fsession.multi)
-	Hits        uint64  `json:"hits_last_run"`              // program runs counted in the last run (window body: calls rejected by the window)
+	Hits        uint64  `json:"hits_last_run"`              // program runs counted in the last run (window body: calls rejected by the window; timed body: an exit counts only when it found its entry's timestamp)
 	Expected    uint64  `json:"hits_expected"`              // program runs the last run should count (window body: one rejection per call)
-	Misses      int64   `json:"misses"`                     // expected - counted, summed over runs (fprobe and recursion misses included)
+	Misses      int64   `json:"misses"`                     // expected - counted, summed over runs (fprobe and recursion misses included; timed body: exits without their entry's timestamp too)
 	Drops       uint64  `json:"ringbuf_drops,omitempty"`    // trace bodies: events the ringbuf had no room for, summed over runs
 	Delivered   uint64  `json:"events_delivered,omitempty"` // trace bodies: event records read in the last run
 	Reader      string  `json:"reader,omitempty"`           // trace bodies: "during" (drained while timed) or "after" (drained after each timed run)
@@ -243,13 +243,13 @@ func Run(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config) (*
 		if err := s(); err != nil {
 			if errors.Is(err, context.Canceled) {
 				r.Partial = true
-				r.setRatioEmpty()
+				r.setRatios()
 				return r, nil
 			}
 			return r, err
 		}
 	}
-	r.setRatioEmpty()
+	r.setRatios()
 	return r, nil
 }
 
@@ -634,11 +634,11 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 	return nil
 }
 
-// setRatioEmpty sets RatioEmpty of every non-empty body row: its ns over
+// setRatios sets RatioEmpty of every non-empty body row: its ns over
 // baseline over the empty row's of the same mode and trigger; and
 // RatioTimed of every trace, exit-only and agg row: over the timed row's
 // (the duration floor), when the run has one.
-func (r *Report) setRatioEmpty() {
+func (r *Report) setRatios() {
 	empty, timed := map[[2]string]float64{}, map[[2]string]float64{}
 	for _, h := range r.Hit {
 		if !h.Supported || h.Mode == ModeBaseline {

@@ -84,7 +84,7 @@ func TestTimedRatio(t *testing.T) {
 		row(TriggerKernel, BodyAgg, ModeFentryFexit, 1000), // no timed row of its mode
 		row(TriggerSyscall, BodyAgg, ModeFSession, 900),    // no timed row of its trigger
 	}}
-	r.setRatioEmpty()
+	r.setRatios()
 	h := r.Hit
 	assert.InDelta(t, 730.0/500, h[2].RatioEmpty, 1e-9)
 	assert.Zero(t, h[2].RatioTimed, "the timed row itself")
@@ -103,7 +103,7 @@ func TestTimedRatio(t *testing.T) {
 	assert.Regexp(t, `kernel\s+trace\s+fsession\s+[0-9.]+\s+1480\.0\s+\S+\s+1460\.0\s+2\.92\s+2\.00\s+0`, s)
 
 	r.Hit = []HitRow{row(TriggerKernel, BodyEmpty, ModeFSession, 500), row(TriggerKernel, BodyAgg, ModeFSession, 803)}
-	r.setRatioEmpty()
+	r.setRatios()
 	out.Reset()
 	r.WriteText(&out)
 	assert.NotContains(t, out.String(), "x timed", "no timed body, no column")
