@@ -199,7 +199,9 @@ func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target stri
 	}
 	c.hits = h
 	maps := map[string]*ebpf.Map{bpfobj.BenchMapHits: h}
+	programs, unknown := attach.CountingProgram, "unknown mode %q"
 	if timed {
+		programs, unknown = attach.TimedProgram, "mode %q: no timed program for its attach path"
 		// One start map shared by the entry and exit programs of a pair.
 		ts, err := ebpf.NewMap(spec.Maps[bpfobj.BenchMapTstart].Copy())
 		if err != nil {
@@ -216,16 +218,10 @@ func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target stri
 	}
 	for _, m := range parts {
 		path := attach.Path(m)
-		prog, ok := attach.CountingProgram[path]
-		if timed {
-			prog, ok = attach.TimedProgram[path]
-		}
+		prog, ok := programs[path]
 		if !ok {
 			c.Close()
-			if timed {
-				return nil, fmt.Errorf("mode %q: no timed program for attach path %s", m, path)
-			}
-			return nil, fmt.Errorf("unknown mode %q", m)
+			return nil, fmt.Errorf(unknown, m)
 		}
 		o := attach.PathOptions{Spec: spec, Program: prog, Maps: maps}
 		if path == attach.PathRawTP {
