@@ -97,7 +97,7 @@ func TestCLIBadInput(t *testing.T) {
 
 		// trace --entry: what the call trees do not combine with.
 		{[]string{"trace", "--entry", "do_sys_openat2", "--quiet", "path_*"}, "trace --entry do_sys_openat2 with --quiet (stat): the call trees are per-call output"},
-		{[]string{"stat", "--entry", "do_sys_openat2", "path_*"}, "trace --entry do_sys_openat2 with --quiet (stat)"},
+		{[]string{"stat", "--entry", "do_sys_openat2", "path_*"}, "unknown flag: --entry"},
 		{[]string{"trace", "--entry", "do_sys_openat2", "--summary", "path_*"}, "trace --entry do_sys_openat2 with --summary/--hist"},
 		{[]string{"trace", "--entry", "do_sys_openat2", "--hist", "path_*"}, "trace --entry do_sys_openat2 with --summary/--hist"},
 		{[]string{"trace", "--entry", "do_sys_openat2", "--min-duration", "1ms", "path_*"}, "trace --entry do_sys_openat2 with --min-duration: it would cut calls out of the trees"},
@@ -108,8 +108,11 @@ func TestCLIBadInput(t *testing.T) {
 		// stat (trace --quiet): tables only.
 		{[]string{"stat", "--interval", "0", "vfs_read"}, "--interval 0s: want a positive duration"},
 		{[]string{"stat", "--interval", "-1s", "vfs_read"}, "--interval -1s: want a positive duration"},
-		{[]string{"stat", "--graph", "vfs_read"}, "--graph needs per-call events"},
-		{[]string{"stat", "--count", "5", "vfs_read"}, "--count needs per-call events"},
+		{[]string{"stat", "--graph", "vfs_read"}, "unknown flag: --graph"},
+		{[]string{"stat", "--count", "5", "vfs_read"}, "unknown flag: --count"},
+		{[]string{"stat", "--output", "perfetto", "vfs_read"}, "--output perfetto needs per-call events"},
+		{[]string{"trace", "--quiet", "--graph", "vfs_read"}, "--graph needs per-call events"},
+		{[]string{"trace", "--quiet", "--count", "5", "vfs_read"}, "--count needs per-call events"},
 		{[]string{"trace", "--quiet", "--output", "perfetto", "vfs_read"}, "--output perfetto needs per-call events"},
 		{[]string{"trace", "--quiet", "--strings", "vfs_read"}, "--strings needs per-call events"},
 		{[]string{"trace", "--interval", "1s", "vfs_read"}, "--interval: only with stat"},

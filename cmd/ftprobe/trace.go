@@ -23,37 +23,34 @@ import (
 func newTraceCmd() *cobra.Command { return traceCmd(false) }
 
 // newStatCmd is trace --quiet --summary under its own name: per-function
-// tables built in the kernel, in the spirit of funccount/funclatency.
+// tables built in the kernel, in the spirit of funccount/funclatency. It
+// takes only the flags of trace that apply to tables (traceFlags).
 func newStatCmd() *cobra.Command { return traceCmd(true) }
 
 func traceCmd(stat bool) *cobra.Command {
 	var (
 		o          trace.Options
 		outFile    string
-		bufferSize uint32
+		bufferSize uint32 = defaultBufferSize // stat: no flag
 		pid, tid   uint32
 		interval   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "trace [flags] PATTERN... [-- COMMAND ARGS...]",
-		Short: "Trace kernel functions through fentry/fexit or kprobe.multi, one line per entry and exit",
+		Short: "Trace kernel functions, one line per entry and exit, in any attach mode the kernel has",
 		Long: `trace attaches to kernel functions and prints every entry and exit.
 
 PATTERN is an exact name (do_sys_openat2), a glob (vfs_*), a module-qualified
 name ('name [module]', module:glob) or name@ADDRESS for one copy of a
 duplicated static function. Candidates come from available_filter_functions;
-fentry also needs a BTF prototype.
+the trampoline modes also need a BTF prototype.
 
---mode fentry attaches an fentry and an fexit program per function (BPF
-trampolines via ftrace direct calls); kprobe-multi attaches one kprobe.multi
-and one kretprobe.multi link for all functions (fprobe); kprobe one kprobe and
-kretprobe per function (the fallback where neither exists). On Linux 7.x,
-fsession attaches one trampoline program per function that runs at entry and
-at exit, and fentry-multi one tracing multi link for all functions
-(fsession.multi, or fentry.multi + fexit.multi). auto picks from what the
-kernel supports and how many functions match, and says why. A function
-that never returns (do_exit, do_group_exit, make_task_dead, ...) is traced
-at entry only, in every mode: no exit probe, nothing counted lost for it.
+--mode names how the functions are attached; a mode with two ways takes the
+first the kernel has:
+` + modesHelp() + `auto picks from what the kernel supports and how many functions match, and
+says why. A function that never returns (do_exit, do_group_exit,
+make_task_dead, ...) is traced at entry only, in every mode: no exit probe,
+nothing counted lost for it.
 
 --pid and --tid must name a live process and thread when the trace starts.
 
@@ -65,7 +62,7 @@ marked with '!' and '<- error origin'.
 With -- COMMAND, ftprobe starts the command, traces only its process tree
 (filtered in the kernel) and exits with the command's status.`,
 		Example: `  ftprobe trace do_sys_openat2 vfs_read -- ftprobe workload open --count 3
-  ftprobe trace --mode kprobe-multi 'vfs_*' --exclude 'vfs_statx*' --duration 5s
+  ftprobe trace --mode ` + attach.ModeKprobeMulti + ` 'vfs_*' --exclude 'vfs_statx*' --duration 5s
   ftprobe trace --errors --output json do_sys_openat2 -o trace.jsonl
   ftprobe trace vfs_read --arg 'file->f_path.dentry->d_name.name' --filter 'count == 1' -- ftprobe workload read
   ftprobe trace do_sys_openat2 --filter 'ret == -ENOENT' --arg filename -- ftprobe workload openfail
@@ -121,42 +118,19 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 build per-function tables in BPF maps (calls, errors by errno, mean, sum, max
 and a log-linear duration histogram) and stat prints them at exit, and every
 --interval the calls of that interval. Percentiles are the midpoint of the
-histogram bucket holding the nearest rank: within 6.25% of the exact value.
+histogram bucket holding the nearest rank: within 1/16 of the exact value.
 --hist adds a log2 histogram per function; --output json writes one JSON line
-("type":"stat") per table. It is trace --quiet --summary.`
+("type":"stat") per table. It is trace --quiet --summary. The last line on
+stderr counts the calls in the tables and says what was lost.
+
+--mode names how the functions are attached; a mode with two ways takes the
+first the kernel has:
+` + modesHelp() + `auto picks from what the kernel supports and how many functions match.`
 		cmd.Example = `  ftprobe stat 'vfs_*' --duration 10s
   ftprobe stat --hist --interval 1s vfs_read -- ftprobe workload read --count 100000
   ftprobe stat --output json do_sys_openat2 -- ftprobe workload openfail`
 	}
-	f := cmd.Flags()
-	f.BoolVarP(&o.Quiet, "quiet", "q", false, "no per-call events: print only the kernel-built --summary/--hist tables (to stdout), as stat does")
-	f.BoolVar(&o.LiveEntries, "live-entries", false, "send each entry when its call starts (by default a call with no traced call inside it sends its entry with its exit, in one ringbuf record: the same events, fewer records, but a long leaf call's entry shows only when it returns)")
-	f.DurationVar(&interval, "interval", 0, "with stat or --quiet: print the tables of the last interval at this period")
-	f.StringVar(&o.Mode, "mode", "auto", "auto, fentry, kprobe-multi, kprobe, fsession or fentry-multi")
-	f.StringArrayVar(&o.Excludes, "exclude", nil, "remove functions matching GLOB (repeatable)")
-	f.StringVar(&o.Output, "output", "text", "text, json (JSON lines, field names in README) or perfetto (Chrome trace-event JSON for ui.perfetto.dev; use with -o FILE.json)")
-	f.StringVarP(&outFile, "out", "o", "", "write events to FILE")
-	f.Uint32Var(&pid, "pid", 0, "only this process (tgid), filtered in the kernel")
-	f.Uint32Var(&tid, "tid", 0, "only this thread, filtered in the kernel")
-	f.StringVar(&o.Filters.Comm, "comm", "", "only tasks with this comm, filtered in the kernel")
-	f.DurationVar(&o.Filters.MinDuration, "min-duration", 0, "only calls at least this long (emitted at exit with entry args)")
-	f.BoolVar(&o.Filters.ErrorsOnly, "errors", false, "only calls returning a negative int or an error pointer")
-	f.DurationVar(&o.Duration, "duration", 0, "stop after tracing this long: the window from attached to detach (attaching and detaching many functions take extra time, shown in -v and the summary)")
-	f.DurationVar(&o.StatsEvery, "stats-every", 0, "print a progress line at this interval: events, rate, losses, ftprobe's RSS and live Go heap")
-	f.IntVar(&o.Count, "count", 0, "stop after N events")
-	f.IntVar(&o.MaxFunctions, "max-functions", 2000, "refuse patterns matching more functions than this")
-	f.Uint32Var(&bufferSize, "buffer-size", 4<<20, "ringbuf size in bytes (power-of-two multiple of the page size)")
-	f.BoolVar(&o.Graph, "graph", false, "text as a call graph per thread (function_graph style): leaf calls folded, durations on exits, markers when threads interleave")
-	f.BoolVar(&o.Summary, "summary", false, "at exit, per function: calls, errors by errno, p50/p90/p99/max latency")
-	f.BoolVar(&o.Hist, "hist", false, "at exit, a log2 latency histogram per function (implies --summary)")
-	f.BoolVar(&o.Strings, "strings", false, "read char * arguments at entry (first 2 per call, 127 bytes each; … marks truncation, <fault> a failed read)")
-	f.BoolVar(&o.Stack, "stack", false, "record the kernel stack at entry (32 frames) and print it symbolized under the entry (JSON: \"stack\")")
-	f.StringArrayVar(&o.Args, "arg", nil, "record EXPR at each entry of the functions whose parameters it names, e.g. 'file->f_path.dentry->d_name.name' (repeatable, up to 4; C syntax, checked against BTF; [FUNCGLOB:]EXPR scopes it)")
-	f.StringArrayVar(&o.Predicates, "filter", nil, "keep only the calls for which EXPR holds, decided in the kernel: e.g. 'count > 4096 && ret == -EAGAIN' (parts on ret at exit, the entry then deferred; repeatable: each applies to the functions whose parameters it names, [FUNCGLOB:]EXPR scopes it)")
-	f.BoolVar(&o.DryRun, "dry-run", false, "resolve the patterns, type-check --arg/--filter, load and verify every program, attach nothing: print the plan and exit 0 (2 bad input, 3 unsupported)")
-	f.StringArrayVar(&o.Entries, "entry", nil, "record the PATTERN functions only while the same thread is inside a call of FUNC (a glob too; repeatable), and print each FUNC call as a call tree with durations, arguments, return values and the error origin marked (JSON: one \"call_tree\" record per call; Perfetto: nested slices per thread, error path marked in args); a --filter scoped to FUNC opens the window only for the FUNC calls it keeps; with --errors only the FUNC calls that returned an error")
-	f.BoolVar(&o.Strict, "strict", false, "exit non-zero when any event or probe run was lost")
-	f.BoolVarP(&o.Verbose, "verbose", "v", false, "print the plan: each function, its prototype, and why any was skipped")
+	traceFlags(cmd.Flags(), &o, &traceVars{&outFile, &bufferSize, &pid, &tid, &interval}, stat)
 	return cmd
 }
 
@@ -184,8 +158,8 @@ func checkTraceInput(o *trace.Options) error {
 	if o.Count < 0 {
 		return fmt.Errorf("--count %d: want 0 (no limit) or more", o.Count)
 	}
-	if o.Output != "text" && o.Output != "json" && o.Output != "perfetto" {
-		return fmt.Errorf("--output %q: want text, json or perfetto", o.Output)
+	if !slices.Contains(outputNames(false), o.Output) {
+		return fmt.Errorf("--output %q: want %s", o.Output, orList(outputNames(false)))
 	}
 	if o.Graph && o.Output != "text" {
 		return fmt.Errorf("--graph with --output %s: the call graph is a text view (drop one of them)", o.Output)
