@@ -53,3 +53,22 @@ func TestArgReadsText(t *testing.T) {
 	assert.Equal(t, "2 per-function programs read their arguments straight from ctx", argReadsText(2, 0))
 	assert.Equal(t, "0 per-function programs read their arguments straight from ctx; 4 through bpf_get_func_arg (the verifier refused the direct reads)", argReadsText(0, 4))
 }
+
+// TestStatSummaryLine: with the kernel's tables (stat) the summary line
+// and JSON count the calls in them, not the events (none streamed), and
+// still say what was lost; without tables neither names calls.
+func TestStatSummaryLine(t *testing.T) {
+	calls := uint64(202008)
+	s := &Summary{Mode: "fentry", Functions: 3, Elapsed: 2600 * time.Millisecond, Calls: &calls,
+		Losses: attach.Losses{EntryHits: 202008, ExitHits: 202008}}
+	assert.Equal(t, "ftprobe: 202008 calls of 3 functions counted in the kernel in fentry mode in 2.6s; 0 skipped, 0 failed to attach; none lost", s.Line())
+	assert.Contains(t, string(s.JSON()), `"events":0,"entries":0,"exits":0,"calls":202008,`)
+	s.Losses.KprobeMissed = 4
+	assert.Equal(t, "ftprobe: 202008 calls of 3 functions counted in the kernel in fentry mode in 2.6s; 0 skipped, 0 failed to attach; LOST: 4 fprobe missed runs", s.Line())
+	zero := uint64(0)
+	s.Calls = &zero
+	assert.Contains(t, string(s.JSON()), `"calls":0,`, "stat counted nothing: said, not left out")
+	s.Calls = nil
+	assert.NotContains(t, s.Line(), "calls")
+	assert.NotContains(t, string(s.JSON()), `"calls"`)
+}

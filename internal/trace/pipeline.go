@@ -263,7 +263,8 @@ func (p *pipeline) intervalTables() error {
 	return nil
 }
 
-// sampleStats records a --stats-every sample and writes its line.
+// sampleStats records a --stats-every sample and writes its line (with
+// Quiet, the calls seen in the kernel instead of the events).
 func (p *pipeline) sampleStats() {
 	p.lastStats = time.Now()
 	rss, heap := sampleMem()
@@ -272,8 +273,13 @@ func (p *pipeline) sampleStats() {
 	sum.Mem = append(sum.Mem, MemSample{At: at, Events: sum.Events, RSSBytes: rss, Heap: heap})
 	l, _ := p.tr.Losses()
 	lost := lossText(l)
-	fmt.Fprintf(p.o.Log, "ftprobe: +%s: %d events (%.0f/s), rss %.1f MiB, live heap %.1f MiB; %s\n",
-		at.Round(time.Second), sum.Events, float64(sum.Events)/at.Seconds(), float64(rss)/(1<<20), float64(heap)/(1<<20), lost)
+	n, what := sum.Events, "events"
+	if p.o.Quiet {
+		// No event streamed: the calls the kernel saw return.
+		n, what = l.ExitHits, "calls seen in the kernel"
+	}
+	fmt.Fprintf(p.o.Log, "ftprobe: +%s: %d %s (%.0f/s), rss %.1f MiB, live heap %.1f MiB; %s\n",
+		at.Round(time.Second), n, what, float64(n)/at.Seconds(), float64(rss)/(1<<20), float64(heap)/(1<<20), lost)
 }
 
 func (p *pipeline) watchTarget() {
@@ -350,6 +356,8 @@ func (p *pipeline) finish() (*Summary, error) {
 			return sum, failed(err)
 		}
 		o.writeTables(p.w, lat, sum.Elapsed, true)
+		calls := lat.Calls()
+		sum.Calls = &calls
 	}
 	p.sink.summary(p.w, sum)
 	if err := p.w.Flush(); err != nil {

@@ -135,6 +135,10 @@ type Summary struct {
 	Events  uint64 `json:"events"`
 	Entries uint64 `json:"entries"`
 	Exits   uint64 `json:"exits"`
+	// Calls counts the calls in the per-function tables the kernel
+	// built (stat, trace --quiet: no event streamed); absent without
+	// them.
+	Calls *uint64 `json:"calls,omitempty"`
 	// Elapsed is the tracing window: from attached to the stop
 	// (--duration bounds it), without attaching and detaching.
 	Elapsed time.Duration `json:"elapsed_ns"`
@@ -359,7 +363,8 @@ func stackSymbolizer(o Options) (events.Symbolizer, error) {
 	return sy, nil
 }
 
-// Line is the one-line summary.
+// Line is the one-line summary: the events delivered, or with the
+// kernel's tables (Calls: stat) the calls they count.
 func (s *Summary) Line() string {
 	l := s.Losses
 	note := ""
@@ -387,8 +392,12 @@ func (s *Summary) Line() string {
 	if s.Attach+s.Detach >= time.Second {
 		window = fmt.Sprintf(" (attaching took %s, detaching %s)", s.Attach.Round(time.Millisecond), s.Detach.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("ftprobe: %d events (%d entries, %d exits)%s from %d functions in %s mode in %s%s; %d skipped, %d failed to attach%s; %s",
-		s.Events, s.Entries, s.Exits, seen, s.Functions, s.Mode, s.Elapsed.Round(time.Millisecond), window, s.Skipped, l.FailedAttaches, eo, lost)
+	what := fmt.Sprintf("%d events (%d entries, %d exits)%s from %d functions", s.Events, s.Entries, s.Exits, seen, s.Functions)
+	if s.Calls != nil {
+		what = fmt.Sprintf("%d calls of %d functions counted in the kernel", *s.Calls, s.Functions)
+	}
+	return fmt.Sprintf("ftprobe: %s in %s mode in %s%s; %d skipped, %d failed to attach%s; %s",
+		what, s.Mode, s.Elapsed.Round(time.Millisecond), window, s.Skipped, l.FailedAttaches, eo, lost)
 }
 
 // lossText is "none lost" or "LOST: " and every nonzero loss counter,

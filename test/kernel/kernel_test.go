@@ -1735,6 +1735,9 @@ func TestStatAggregates(t *testing.T) {
 				assert.LessOrEqual(t, num(f["p99_ns"]), num(f["max_ns"]), name)
 			}
 			assert.Zero(t, sum.Events, "no per-call record")
+			if assert.NotNil(t, sum.Calls, "the summary counts the tables' calls") {
+				assert.EqualValues(t, reads+1+fails, *sum.Calls)
+			}
 			assert.EqualValues(t, reads+1+fails, sum.Losses.EntryHits)
 			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
 			assertNothingAttached(t)
