@@ -128,7 +128,7 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"compare", "--scenario", "bogus"}, `--scenario "bogus": want hit, attach, crowd, stream`},
 		{[]string{"compare", "--trigger", "bogus"}, `--trigger "bogus": want kernel, syscall`},
 		{[]string{"compare", "--body", "bogus"}, `--body "bogus": want empty, trace, exit-only, agg, filtered`},
-		{[]string{"compare", "--crowd-by", "bogus"}, `--crowd-by "bogus": want fentry or kprobe.multi`},
+		{[]string{"compare", "--crowd-by", "bogus"}, `--crowd-by "bogus": want fentry, kprobe.multi`},
 		{[]string{"compare", "--mode", "bogus"}, `--mode "bogus": want one of fentry, fexit`},
 		{[]string{"compare", "--attach-n", "1,x"}, `--attach-n "1,x": want comma-separated non-negative integers`},
 		{[]string{"compare", "--crowd-k", "-1"}, `--crowd-k "-1": want comma-separated non-negative integers`},

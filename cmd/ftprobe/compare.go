@@ -30,26 +30,9 @@ func newCompareCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "compare",
-		Short: "Benchmark the attach paths side by side: fentry/fexit trampolines versus kprobe.multi (fprobe)",
-		Long: `compare measures, on this kernel:
-  hit     cost per call of the target in every mode (baseline, fentry, fexit,
-          fentry+fexit, fsession, fentry.multi, fexit.multi, fsession.multi,
-          kprobe.multi, kretprobe.multi, both, kprobe.session, kprobe,
-          kretprobe, raw_tp) with an empty counting body and with ftprobe's
-          trace program;
-          triggers: kernel (BPF_PROG_TEST_RUN driver calling
-          bpf_get_numa_node_id() in batches, as the kernel's bench trig-*)
-          and syscall (getppid(2) loop, probe on its handler)
-  attach  wall time to attach and detach N functions: one kprobe.multi link
-          versus N fentry (fexit) links versus one fentry.multi or
-          fsession.multi link (7.x), with the programs' pinned memory
-  crowd   hit cost of fentry and kprobe.multi while K other functions are
-          traced by K fentry links or one kprobe.multi link (--crowd-by), with
-          the target alone and shared with the other attach path
-  stream  events per second delivered through the ringbuf, and drops
-The baseline is re-measured right before every mode; medians of --runs runs
-with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
-		Args: cobra.NoArgs,
+		Short: "Benchmark the attach paths side by side: hit cost, attach time, crowding and streaming",
+		Long:  compareLong(),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if schema {
 				_, err := cmd.OutOrStdout().Write(bench.Schema)
@@ -66,9 +49,10 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 				flag      string
 				got, want []string
 			}{
-				{"--scenario", cfg.Scenarios, []string{"hit", "attach", "crowd", "stream"}},
-				{"--trigger", cfg.Triggers, []string{bench.TriggerKernel, bench.TriggerSyscall}},
-				{"--body", cfg.Bodies, []string{bench.BodyEmpty, bench.BodyTrace, bench.BodyExitOnly, bench.BodyAgg, bench.BodyFiltered, bench.BodyPredicate, bench.BodyWindow, bench.BodyTimed}},
+				{"--scenario", cfg.Scenarios, bench.Names(bench.Scenarios, false)},
+				{"--trigger", cfg.Triggers, bench.Names(bench.Triggers, false)},
+				{"--body", cfg.Bodies, bench.Names(bench.Bodies, false)},
+				{"--crowd-by", cfg.CrowdBy, bench.Names(bench.CrowdBys, false)},
 			} {
 				for _, g := range c.got {
 					if !slices.Contains(c.want, g) {
@@ -78,11 +62,6 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 			}
 			if err := bench.ValidModes(cfg.Modes); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, err)
-			}
-			for _, by := range cfg.CrowdBy {
-				if by != bench.CrowdByFentry && by != bench.CrowdByKprobeMulti {
-					return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--crowd-by %q: want %s or %s", by, bench.CrowdByFentry, bench.CrowdByKprobeMulti))
-				}
 			}
 			if err := attach.ValidateRingbufSize(cfg.RingbufSize); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--buffer-size: %w", err))
@@ -175,18 +154,17 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&cfg.Scenarios, "scenario", []string{"hit", "attach", "crowd", "stream"}, "scenarios to run: hit, attach, crowd, stream")
-	f.StringSliceVar(&cfg.Triggers, "trigger", []string{bench.TriggerKernel, bench.TriggerSyscall}, "hit-cost triggers: kernel, syscall")
-	f.StringSliceVar(&cfg.Bodies, "body", []string{bench.BodyEmpty, bench.BodyTrace, bench.BodyExitOnly, bench.BodyAgg, bench.BodyFiltered},
-		"program bodies: empty (counts hits), trace (entry and exit records streamed), exit-only (one record per call, at exit), agg (in-kernel tables, as stat), filtered (trace program whose pid filter rejects every call); opt-in: predicate (trace program whose --filter predicate on arg0 rejects every call at entry), window (trace program in --entry mode, the target outside every window: every call rejected at entry; 7.3 under TCG: 0.66-1.40x the empty program on amd64, 1.38x on arm64, README), timed (the counting program plus the two timestamps of a duration: the floor under trace, exit-only and agg; with empty in the run it gets x empty, and trace, exit-only and agg get x timed: --body empty,timed,agg,trace)")
-	f.StringSliceVar(&cfg.Modes, "mode", nil, "hit-cost modes to measure (default all): "+strings.Join(append(append([]string{}, bench.HitModes[1:]...), bench.ModeKprobePair), ", "))
+	f.StringSliceVar(&cfg.Scenarios, "scenario", bench.Names(bench.Scenarios, true), "scenarios to run: "+strings.Join(bench.Names(bench.Scenarios, false), ", ")+" (described above)")
+	f.StringSliceVar(&cfg.Triggers, "trigger", bench.Names(bench.Triggers, true), "hit scenario's triggers: "+strings.Join(bench.Names(bench.Triggers, false), ", "))
+	f.StringSliceVar(&cfg.Bodies, "body", bench.Names(bench.Bodies, true), "hit scenario's program bodies: "+strings.Join(bench.Names(bench.Bodies, false), ", ")+" (described above)")
+	f.StringSliceVar(&cfg.Modes, "mode", nil, "hit modes to measure (default all): "+strings.Join(bench.HitModeNames(), ", "))
 	f.IntVar(&cfg.Runs, "runs", 5, "measured runs per mode (after one warm-up)")
 	f.IntVar(&cfg.Calls, "calls", 200000, "calls of the target per measurement (kernel trigger)")
 	f.IntVar(&cfg.SyscallCalls, "syscall-calls", 20000, "calls per measurement (syscall trigger)")
 	f.IntVar(&cfg.Batch, "batch", 1000, "kernel trigger: calls per BPF_PROG_TEST_RUN")
 	f.StringVar(&attachNs, "attach-n", "1,10,100,1000", "attach scenario: numbers of functions")
 	f.StringVar(&crowdKs, "crowd-k", "0,10,100", "crowd scenario: numbers of other traced functions")
-	f.StringSliceVar(&cfg.CrowdBy, "crowd-by", []string{bench.CrowdByFentry, bench.CrowdByKprobeMulti}, "crowd scenario: who traces the K other functions: fentry (K links), kprobe.multi (one link)")
+	f.StringSliceVar(&cfg.CrowdBy, "crowd-by", bench.Names(bench.CrowdBys, true), "crowd scenario: who traces the K other functions: "+choicesInline(bench.CrowdBys))
 	f.Uint32Var(&cfg.RingbufSize, "buffer-size", 4<<20, "ringbuf bytes for streaming, and for trace bodies with --reader during (at least this much with --reader after)")
 	f.StringVar(&reader, "reader", "after", "trace bodies' ringbuf reader: after (drains after each timed run, from a ringbuf sized to hold it: the hit cost is what the traced thread pays) or during (drains while the calls are timed, as trace does: its work counts where it shares a CPU with the measured thread, always under single-threaded TCG)")
 	f.IntVar(&cfg.StreamCalls, "stream-calls", 200000, "calls in the streaming scenario")
@@ -197,6 +175,46 @@ with min and max. A mode the kernel lacks keeps its row, marked unsupported.`,
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	f.BoolVar(&schema, "schema", false, "print the JSON Schema of the --json document and exit")
 	return cmd
+}
+
+// compareLong is compare's long help, built from the registries of the
+// bench package: scenarios, hit modes, bodies and triggers.
+func compareLong() string {
+	var b strings.Builder
+	b.WriteString("compare measures, on this kernel:\n")
+	writeChoices(&b, bench.Scenarios)
+	b.WriteString("\n" + wrap(fmt.Sprintf("Hit modes (--mode), each against the baseline (no probe) measured right before it: %s (%s with the %s trigger only).",
+		strings.Join(bench.HitModeNames(), ", "), bench.ModeRawTP, bench.TriggerSyscall), "", "", helpWidth))
+	fmt.Fprintf(&b, "\nBodies (--body; default %s):\n", strings.Join(bench.Names(bench.Bodies, true), ","))
+	writeChoices(&b, bench.Bodies)
+	b.WriteString(wrap(fmt.Sprintf("The %s body runs on every hit mode, the others on the modes that trace: %s. With the %s body in the run, every other body's row gets x %s (its ns over the %s program's, same mode and trigger); with the %s body, %s, %s and %s get x %s (over the %s body's).",
+		bench.BodyEmpty, strings.Join(bench.TraceModes, ", "), bench.BodyEmpty, bench.BodyEmpty, bench.BodyEmpty,
+		bench.BodyTimed, bench.BodyTrace, bench.BodyExitOnly, bench.BodyAgg, bench.BodyTimed, bench.BodyTimed), "", "", helpWidth))
+	b.WriteString("\nTriggers (--trigger):\n")
+	writeChoices(&b, bench.Triggers)
+	b.WriteString("\nEach row is the median of --runs runs with min and max. A mode the kernel\nlacks keeps its row, marked unsupported.")
+	return b.String()
+}
+
+// writeChoices writes one entry per choice: its name and description,
+// wrapped under it.
+func writeChoices(b *strings.Builder, cs []bench.Choice) {
+	w := 0
+	for _, c := range cs {
+		w = max(w, len(c.Name))
+	}
+	for _, c := range cs {
+		b.WriteString(wrap(c.Desc, fmt.Sprintf("  %-*s  ", w, c.Name), strings.Repeat(" ", w+4), helpWidth))
+	}
+}
+
+// choicesInline is "a (what a does), b (what b does)".
+func choicesInline(cs []bench.Choice) string {
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, c.Name+" ("+c.Desc+")")
+	}
+	return strings.Join(parts, ", ")
 }
 
 func emitReport(cmd *cobra.Command, rep *bench.Report, jsonFile, plotFile string) error {

@@ -13,14 +13,17 @@ import (
 	"github.com/ftprobe/ftprobe/internal/trial"
 )
 
+// demoModes are the trace modes demo runs, one after the other: a
+// trampoline mode and an fprobe one.
+var demoModes = []string{attach.ModeFentry, attach.ModeKprobeMulti}
+
 func newDemoCmd() *cobra.Command {
 	count := 3
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Trace a built-in workload (open + read of /etc/hostname) with fentry/fexit, then kprobe.multi",
-		Long: `demo runs 'ftprobe workload' under 'ftprobe trace do_sys_openat2 vfs_read' once per
-attach mode, so both paths show the same calls side by side. README's first
-command runs it in the lab: ftprobe vm --kernel debian:7.3 --arch arm64 -- demo`,
+		Short: "Trace a built-in workload (open + read of /etc/hostname) in the " + andList(demoModes) + " modes, one after the other",
+		Long: wrap("demo runs 'ftprobe workload' under 'ftprobe trace do_sys_openat2 vfs_read' once in each of the "+andList(demoModes)+
+			" modes, so both paths show the same calls side by side. README's first command runs it in the lab: ftprobe vm --kernel debian:7.3 --arch arm64 -- demo", "", "", helpWidth),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			self, err := os.Executable()
@@ -35,7 +38,7 @@ command runs it in the lab: ftprobe vm --kernel debian:7.3 --arch arm64 -- demo`
 			w := cmd.OutOrStdout()
 			ran := 0
 			var lastErr error
-			for _, mode := range []string{attach.ModeFentry, attach.ModeKprobeMulti} {
+			for _, mode := range demoModes {
 				fmt.Fprintf(w, "\n=== %s on %s: ftprobe trace --mode %s do_sys_openat2 vfs_read -- ftprobe workload read --count %d\n", mode, kin, mode, count)
 				_, err := trace.Run(cmd.Context(), trace.Options{
 					Patterns: []string{"do_sys_openat2", "vfs_read"}, Mode: mode, Output: "text",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/features"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
 )
@@ -17,12 +18,10 @@ func newFeaturesCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "features",
-		Short: "Report which attach modes work on this kernel, proven by a real load and attach, with reasons",
-		Long: `features loads and attaches a trivial counting program to ` + features.Target + ` in each
-mode (fentry, fexit, kprobe.multi, kretprobe.multi, kprobe.session, kprobe,
-kretprobe, tp_btf), detaches it, and reports the kernel release, BTF, tracefs,
-lockdown, capabilities and the kernel config that decides each verdict.
-Without CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) it still prints the
+		Short: "Report which attach paths work on this kernel, proven by a real load and attach, with reasons",
+		Long: wrap("features loads a trivial counting program through each attach path ("+strings.Join(features.Modes, ", ")+
+			"), attaches it to "+features.Target+" ("+string(attach.PathTPBTF)+": to the sys_enter tracepoint), detaches it, and reports the kernel release, BTF, tracefs, lockdown, capabilities and the kernel config that decides each verdict.", "", "", helpWidth) +
+			`Without CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) it still prints the
 report, then exits 2 naming the missing capabilities.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

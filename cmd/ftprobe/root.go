@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/exitcode"
 )
 
@@ -18,12 +20,9 @@ var (
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "ftprobe",
-		Short: "Live kernel function tracer: fentry/fexit trampolines or kprobe.multi (fprobe)",
-		Long: `ftprobe traces kernel functions on a live host through BPF trampolines
-(fentry/fexit, reached by ftrace direct calls) or through fprobe
-(kprobe.multi/kretprobe.multi), streams entry and exit events through a BPF
-ringbuf, and benchmarks the two attach paths side by side.
-
+		Short: "Live kernel function tracer over every attach path: BPF trampolines, fprobe and kprobes",
+		Long: wrap("ftprobe traces kernel functions on a live host through the kernel's attach paths: "+pathGroups()+
+			". It streams entry and exit events through a BPF ringbuf (trace) or counts calls in the kernel (stat), reports which paths work on this kernel (features), and benchmarks them side by side (compare), with the tracepoint paths ("+strings.Join(tracepointPaths(), ", ")+") as references.", "", "", helpWidth) + `
 Exit codes: 0 ok, 1 runtime failure, 2 bad input, 3 unsupported on this
 kernel; 'vm' and 'trace -- COMMAND' pass the command's status through.`,
 		SilenceUsage:  true,
@@ -79,6 +78,41 @@ func strictHelp(root *cobra.Command) {
 		show(c, args)
 		return nil
 	}
+}
+
+// tracepointPaths are the attach paths of attach.Paths that reach a
+// tracepoint, not a function.
+func tracepointPaths() []string {
+	return []string{string(attach.PathTPBTF), string(attach.PathRawTP)}
+}
+
+// pathGroups names the function attach paths of attach.Paths by what
+// reaches them: "BPF trampolines reached by ftrace direct calls (fentry,
+// ...), fprobe (...) or kprobes (...)".
+func pathGroups() string {
+	groups := []struct {
+		what  string
+		paths []string
+	}{{what: "BPF trampolines reached by ftrace direct calls"}, {what: "fprobe"}, {what: "kprobes"}}
+	for _, p := range attach.Paths {
+		i := 2
+		switch {
+		case slices.Contains(tracepointPaths(), string(p.Path)):
+			continue
+		case p.Trampoline:
+			i = 0
+		case p.Multi:
+			i = 1
+		}
+		groups[i].paths = append(groups[i].paths, string(p.Path))
+	}
+	var parts []string
+	for _, g := range groups {
+		if len(g.paths) > 0 {
+			parts = append(parts, g.what+" ("+strings.Join(g.paths, ", ")+")")
+		}
+	}
+	return orList(parts)
 }
 
 // badArgs makes every command's argument validation return bad input.

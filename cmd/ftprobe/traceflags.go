@@ -68,11 +68,16 @@ func outputHelp(stat bool) string {
 }
 
 // orList joins "a, b or c".
-func orList(s []string) string {
+func orList(s []string) string { return joinList(s, " or ") }
+
+// andList joins "a, b and c".
+func andList(s []string) string { return joinList(s, " and ") }
+
+func joinList(s []string, last string) string {
 	if len(s) < 2 {
 		return strings.Join(s, "")
 	}
-	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+	return strings.Join(s[:len(s)-1], ", ") + last + s[len(s)-1]
 }
 
 // traceFlags registers the flags of trace, or of stat (stat): one

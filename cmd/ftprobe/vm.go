@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/exitcode"
 	"github.com/ftprobe/ftprobe/internal/lab"
 )
@@ -40,7 +41,7 @@ apt already uses, downloaded once into the XDG cache (SHA-256 checked) and
 extracted without installing.`,
 		Example: `  ftprobe vm --kernel debian:7.3 --arch arm64 -- version
   ftprobe vm --kernel debian:6.12 --arch arm64 -- features
-  ftprobe vm --kernel debian:7.3-rt --arch arm64 -- trace --mode kprobe-multi vfs_read -- ftprobe workload read
+  ftprobe vm --kernel debian:7.3-rt --arch arm64 -- trace --mode ` + attach.ModeKprobeMulti + ` vfs_read -- ftprobe workload read
   ftprobe vm --kernel ./arch/arm64/boot/Image -- trace vfs_read -- ftprobe workload read --count 3`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := lab.CheckAdd(add); err != nil {
@@ -91,7 +92,7 @@ extracted without installing.`,
 	f.IntVar(&cpus, "cpus", 2, "guest CPUs")
 	f.IntVar(&memory, "memory", 1024, "guest memory in MiB")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "kill the guest after this long")
-	f.StringVar(&accel, "accel", "auto", "auto, kvm, tcg or icount (auto falls back to TCG when KVM cannot boot the kernel; icount: TCG whose guest clock counts executed instructions, 1 ns each, so timings such as compare's do not depend on host load)")
+	f.StringVar(&accel, "accel", "auto", "auto, kvm, tcg or icount (auto falls back to TCG when KVM cannot boot the kernel; icount: TCG whose guest clock counts executed instructions, one nanosecond each, so timings such as compare's do not depend on host load)")
 	f.StringArrayVar(&add, "add", nil, "carry HOST:GUEST file into the guest (repeatable)")
 	f.StringArrayVar(&env, "env", nil, "KEY=VALUE for the guest command (repeatable)")
 	f.StringVar(&appendArgs, "append", "", "extra kernel parameters")

@@ -420,11 +420,11 @@ func (c *Config) wantMode(m string) bool {
 func ValidModes(ms []string) error {
 	for _, m := range ms {
 		ok := false
-		for _, x := range append(append([]string{}, HitModes[1:]...), TraceModes...) {
+		for _, x := range HitModeNames() {
 			ok = ok || x == m
 		}
 		if !ok {
-			return fmt.Errorf("%w: --mode %q: want one of %s", ErrBadInput, m, strings.Join(append(append([]string{}, HitModes[1:]...), ModeKprobePair), ", "))
+			return fmt.Errorf("%w: --mode %q: want one of %s", ErrBadInput, m, strings.Join(HitModeNames(), ", "))
 		}
 	}
 	return nil
@@ -1046,7 +1046,7 @@ func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thre
 	}
 	defer trig.Close()
 	calls := triggeredCalls(trig, cfg.StreamCalls)
-	for _, mode := range []string{attach.ModeFentry, attach.ModeFSession, attach.ModeFentryMulti, attach.ModeKprobeMulti, attach.ModeKprobe} {
+	for _, mode := range StreamModes {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
