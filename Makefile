@@ -6,74 +6,75 @@ LDFLAGS   := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 MATRIX    ?= 1
 ARCHS     := amd64 arm64
+# The compiler the committed BPF objects (internal/bpfobj) were built with:
+# the start of `clang --version`'s first line. Other versions emit other
+# bytes; check-generated refuses them.
+BPF_CLANG := Debian clang version 14.
 
 .PHONY: help build cross generate check-generated test test-unit image-test lab-test demo bench image dist lint setup clean
 
-help:
-	@echo "make demo             build ftprobe, boot Debian's arm64 7.3 kernel in QEMU, trace a workload in both modes"
-	@echo "make test             check generated BPF, host unit tests, kernel matrix in QEMU"
-	@echo "make build|cross      static ftprobe for this host | plus bin/ftprobe-linux-{amd64,arm64}"
-	@echo "make generate         regenerate BPF objects with bpf2go (Debian clang 14)"
-	@echo "make lab-test         kernel matrix only (MATRIX=arm64:7.3,... to choose)"
-	@echo "make image-test       build the images, check the OCI archives, run the arm64 image's binary on arm64 7.3"
-	@echo "make bench            Go benchmarks (decode and formatting)"
-	@echo "make image|dist|lint  container image | release binaries + SHA256SUMS | go vet + staticcheck"
+# make help: every target with its "## " description.
+help: ## list the targets
+	@awk -F ':[^#]*## ' -v cc='$(BPF_CLANG)' '/^[a-z][a-z-]*:.*## /{d = $$2; gsub(/\$$\(BPF_CLANG\)/, cc, d); printf "make %-16s %s\n", $$1, d}' $(firstword $(MAKEFILE_LIST))
 
-build:
+build: ## static ftprobe for this host in bin/
 	$(GOBUILD) -o bin/ftprobe ./cmd/ftprobe
 
-cross: build
+cross: build ## bin/ftprobe plus bin/ftprobe-linux-{amd64,arm64}
 	for a in $(ARCHS); do GOARCH=$$a $(GOBUILD) -o bin/ftprobe-linux-$$a ./cmd/ftprobe || exit 1; done
 
-setup:
+setup: ## install QEMU, clang and buildah from the host's apt sources, where missing
 	./scripts/setup.sh qemu clang buildah
 
-generate:
+generate: ## regenerate the BPF objects with bpf2go ($(BPF_CLANG)x)
 	./scripts/setup.sh clang
+	@$${BPF2GO_CC:-clang} --version | head -n 1 | grep -q '^$(BPF_CLANG)' || \
+		echo "generate: warning: the committed objects were built by $(BPF_CLANG)x, not $$($${BPF2GO_CC:-clang} --version | head -n 1): expect every object to change" >&2
 	$(GO) generate ./...
 
-# Fails when the committed bpf2go output differs from what the sources give.
-check-generated: generate
-	git diff --exit-code --stat -- internal/bpfobj || { echo "generated BPF files are stale: run make generate and commit" >&2; exit 1; }
+# Regenerates into a temporary copy and compares: the tree is not written.
+check-generated: ## fail when internal/bpfobj differs from what bpf/*.c give ($(BPF_CLANG)x only)
+	./scripts/setup.sh clang
+	./scripts/check-generated.sh '$(BPF_CLANG)'
 
 # test/image needs the built images: image-test runs it.
-test-unit:
+test-unit: ## go vet and the host unit tests
 	$(GO) vet ./...
 	$(GO) test $$($(GO) list ./... | grep -v '/test/image$$')
 
-lab-test: cross
+lab-test: cross ## kernel matrix in QEMU only (MATRIX=arm64:7.3,... to choose)
 	./scripts/setup.sh qemu
 	FTPROBE_MATRIX=$(MATRIX) $(GO) test ./test/matrix -v -count=1 -timeout 80m
 
 # The OCI archives of `make image`: configuration and layer of both, the arm64
 # binary taken out of its image run in the arm64 7.3 lab VM, and the exit
 # codes without privilege or tracefs (test/image).
-image-test: image
+image-test: image ## build the images, check the OCI archives, run the arm64 image's binary on arm64 7.3
 	./scripts/setup.sh qemu
 	FTPROBE_IMAGE_DIR=$(CURDIR)/dist FTPROBE_IMAGE_VERSION=$(VERSION) FTPROBE_IMAGE_REVISION=$(REVISION) \
 		$(GO) test ./test/image -v -count=1 -timeout 20m
 
-test: check-generated test-unit image-test lab-test
+test: check-generated test-unit image-test lab-test ## check-generated, test-unit, image-test and lab-test
 
-demo: cross
+demo: cross ## boot Debian's arm64 7.3 kernel in QEMU and trace a workload in each demo mode
 	./scripts/setup.sh qemu
 	bin/ftprobe vm --kernel debian:7.3 --arch arm64 -- demo
 
-bench:
+bench: ## Go benchmarks (decode and formatting)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/events/
 
-dist:
+dist: ## release binaries and SHA256SUMS in dist/
 	rm -rf dist && mkdir -p dist
 	for a in $(ARCHS); do GOARCH=$$a $(GOBUILD) -o dist/ftprobe-linux-$$a ./cmd/ftprobe || exit 1; done
 	cd dist && sha256sum ftprobe-linux-* > SHA256SUMS
 
-image: dist
+image: dist ## container images as OCI archives in dist/
 	./scripts/setup.sh buildah
 	./scripts/image.sh $(VERSION) $(REVISION)
 
-lint:
+lint: ## go vet and staticcheck
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
 
-clean:
+clean: ## remove bin/ and dist/
 	rm -rf bin dist

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -235,4 +236,32 @@ func TestImageLabel(t *testing.T) {
 	b, err := os.ReadFile("../../Dockerfile")
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `org.opencontainers.image.description="`+newRootCmd().Short+`"`)
+}
+
+// TestMakeHelpListsEveryTarget: `make help` names every .PHONY target of
+// the Makefile.
+func TestMakeHelpListsEveryTarget(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make on this host")
+	}
+	b, err := os.ReadFile("../../Makefile")
+	require.NoError(t, err)
+	var phony []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, ".PHONY:"); ok {
+			phony = append(phony, strings.Fields(rest)...)
+		}
+	}
+	require.Greater(t, len(phony), 10, "the .PHONY targets")
+	out, err := exec.Command("make", "-s", "-C", "../..", "help").Output()
+	require.NoError(t, err)
+	listed := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "make" {
+			listed[f[1]] = true
+		}
+	}
+	for _, p := range phony {
+		assert.True(t, listed[p], "make help does not list %s:\n%s", p, out)
+	}
 }
