@@ -164,7 +164,7 @@ func wayHelp(way attach.Way) (paths, how string) {
 		names = append(names, string(p))
 		info, _ = attach.PathByName(string(p))
 	}
-	links := "per function"
+	links := "a link per function"
 	if info.Multi {
 		links = "one link"
 	}
