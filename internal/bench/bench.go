@@ -80,13 +80,8 @@ const (
 	// call returns at entry, counted as window-rejected; the row's hits
 	// are those rejections, one expected per call (opt-in: not in
 	// compare's default bodies). Minimum kernel: that of the mode, with
-	// task-local storage (5.11) for the window. Measured on amd64 7.3.4
-	// under TCG (ftprobe 95ce983, docs/window-amd64-7.3.txt), x empty:
-	// fentry+fexit 1.16, fsession 1.16, fsession.multi 1.40, kprobe.multi
-	// pair 1.19, kprobe.session 0.66, kprobe+kretprobe 1.29 (the filtered
-	// body of the same run: 0.88, 0.93, 1.21, 1.34, 0.68, 1.13); arm64
-	// 7.3.4 (docs/window-arm64-7.3.txt): fentry+fexit 1.38, kprobe.multi
-	// pair 1.38 (filtered 0.88, 1.23).
+	// task-local storage (5.11) for the window. Its ratios to the empty
+	// body per mode, on amd64 and arm64 7.3: docs/benchmarks.md.
 	BodyWindow = "window"
 	// BodyTimed is the floor under every body that measures a duration
 	// (trace, exit-only, agg): the counting program of the mode plus the
