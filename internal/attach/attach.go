@@ -635,10 +635,9 @@ func settingsOf(opts Options, hashFrames bool) ([]setting, error) {
 // variant is one build of bpf/trace.bpf.c: the general object, or one
 // whose fixed settings are constants at compile time, so that clang drops
 // the paths they rule out (bpf2go TraceLean, TraceFilter, TraceStat in
-// gen.go). On arm64 7.3 under icount (compare --body trace, 2026-12-02)
-// the lean object's fentry+fexit trace took 285 fewer instructions per
-// call than the general one's (3.55x -> 2.99x the empty program), and the
-// stat object's agg body 2.50x -> 2.31x.
+// gen.go): on arm64 7.3 the lean object's fentry+fexit trace runs about
+// 285 instructions per call fewer than the general one's, and the stat
+// object's agg body fewer too (compare under icount; docs/benchmarks.md).
 type variant struct {
 	name  string
 	load  func() (*ebpf.CollectionSpec, error)

@@ -29,9 +29,8 @@ import (
 // entryPatterns are the path walk functions TestEntryOpenFail records
 // inside do_sys_openat2. In the per-function trampoline modes (each
 // fentry attach costs 1-2 s on arm64 under TCG; on amd64 7.3 the globs'
-// 55 trampolines took 46-51 s to attach in fentry and in fsession mode,
-// 225 s of TestEntryOpenFail and TestEntryNoWindow in the CI run of
-// 2026-12-02) a few exact ones instead of globs matching some 60
+// 55 trampolines take 46-51 s to attach in fentry and in fsession mode)
+// a few exact ones instead of globs matching some 60
 // functions: the trees keep the path walk under do_sys_openat2 and
 // link_path_walk as the error origin. The globs stay in the one-link
 // modes (kprobe-multi, fentry-multi) and in kprobe mode, where 55

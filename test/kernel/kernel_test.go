@@ -749,8 +749,8 @@ func TestCompareCounts(t *testing.T) {
 	if e.kin.Arch == "arm64" {
 		// Under arm64 TCG each row of a trace body loads ftprobe's trace
 		// program twice (warm-up and run: 6-13 s a row), and each fentry
-		// link costs 1-2 s: compare's kernel trigger took 290 s here
-		// unloaded (the test 413 s in the loaded CI run of 2026-12-02).
+		// link costs 1-2 s: compare's kernel trigger takes about 290 s
+		// here on an unloaded host.
 		// Here the exit-only (--min-duration) and agg (stat) bodies keep
 		// a trampoline and a kprobe.multi mode, the pair variant that only
 		// compare uses; the same paths in fsession, kprobe-multi
