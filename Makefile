@@ -10,8 +10,16 @@ ARCHS     := amd64 arm64
 # the start of `clang --version`'s first line. Other versions emit other
 # bytes; check-generated refuses them.
 BPF_CLANG := Debian clang version 14.
+# make benchmarks: the kernel and architectures measured, the compare
+# modes and bodies, and the calls per measurement (arm64 is slower under TCG).
+BENCH_KERNEL ?= 7.3
+BENCH_ARCHS  ?= $(ARCHS)
+BENCH_MODES  := fentry+fexit,fsession,fsession.multi,kprobe.multi+kretprobe.multi,kprobe.session,kprobe+kretprobe
+BENCH_BODIES := empty,timed,agg,trace,exit-only,filtered,predicate,window
+BENCH_CALLS_amd64 := 20000
+BENCH_CALLS_arm64 := 5000
 
-.PHONY: help build cross generate check-generated test test-unit image-test lab-test demo bench image dist lint setup clean
+.PHONY: help build cross generate check-generated test test-unit image-test lab-test demo bench benchmarks image dist lint setup clean
 
 # make help: every target with its "## " description.
 help: ## list the targets
@@ -62,6 +70,20 @@ demo: cross ## boot Debian's arm64 7.3 kernel in QEMU and trace a workload in ea
 
 bench: ## Go benchmarks (decode and formatting)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/events/
+
+# docs/bench/compare-ARCH-KERNEL.{txt,json,svg}: compare's hit scenario in the
+# lab VM under instruction counting (docs/benchmarks.md explains the method).
+# The guest prints the JSON report; the host renders the table and the plot.
+benchmarks: $(BENCH_ARCHS:%=benchmarks-%) ## hit costs of every trace mode and body under QEMU icount into docs/bench/ (BENCH_ARCHS=amd64 for one)
+
+benchmarks-%: cross ## the same for one architecture
+	./scripts/setup.sh qemu
+	mkdir -p docs/bench
+	bin/ftprobe vm --kernel debian:$(BENCH_KERNEL) --arch $* --accel icount --timeout 80m -- \
+		compare -q --scenario hit --trigger kernel --runs 3 --calls $(BENCH_CALLS_$*) \
+		--mode $(BENCH_MODES) --body $(BENCH_BODIES) --json - > bin/compare-$*-$(BENCH_KERNEL).capture
+	bin/ftprobe compare --from bin/compare-$*-$(BENCH_KERNEL).capture --json docs/bench/compare-$*-$(BENCH_KERNEL).json \
+		--plot docs/bench/compare-$*-$(BENCH_KERNEL).svg > docs/bench/compare-$*-$(BENCH_KERNEL).txt
 
 dist: ## release binaries and SHA256SUMS in dist/
 	rm -rf dist && mkdir -p dist

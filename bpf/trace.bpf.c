@@ -111,9 +111,9 @@ enum ftp_func_flags {
  * bits 28-31 and its pred_nargs in bits 5-7. A call it rejects is decided
  * without the xprogs lookup at entry (and again at the fexit in the
  * fentry modes): 20-45 instructions fewer per rejected fentry+fexit call
- * on arm64 7.3 (compare --body predicate, icount, session 12: 1.53x
- * before, 1.44x and 1.50x in two runs after); the session modes since
- * session 14. */
+ * on arm64 7.3 (compare --body predicate under icount, docs/benchmarks.md).
+ * The session programs decide the same way at their entry run, from the
+ * same bits. */
 enum ftp_func_pred {
 	FTP_FN_PRED_NARGS_SHIFT = 5,
 	FTP_FN_PRED_SHIFT = 28,
@@ -778,8 +778,8 @@ static __always_inline void xvals(const struct xprog *p, const struct xctx *c, s
 /* xpred is the --filter predicates of every function, generated as BPF
  * instructions by internal/expr (codegen.go) and put in place of this
  * stub's body before the program is loaded: a compiled comparison costs a
- * few instructions where the interpreter it replaced (before session 9)
- * cost ~530 (compare --body predicate). sel picks the function's entry or
+ * few instructions where interpreting the predicate in BPF costs about
+ * 530 per call. sel picks the function's entry or
  * exit program (xprog.pentry/pexit, 1-based); args are the call's
  * arguments (its entry's at exit), ret its return value (exit). Returns 1
  * (pass) or 0 (reject); a faulted comparison is false and counted

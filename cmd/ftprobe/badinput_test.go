@@ -18,7 +18,7 @@ import (
 )
 
 // TestCLIBadInput runs, on the host and without a kernel to trace, every
-// bad input README and the issues name that can be told without one:
+// bad input README names that can be told without one:
 // flags, values, patterns, filters, argument counts, unknown commands and
 // help topics. Each must exit 2 with its message on stderr, before any
 // privilege, tracefs or kernel check (this machine has neither tracefs

@@ -132,8 +132,8 @@ func resolveKernel(ctx context.Context, spec, arch string, cmd *cobra.Command) (
 // else ftprobe-linux-ARCH beside this executable, else this executable when
 // the architectures match.
 // A binary beside it that is not this one's build (sameBuild) is an error:
-// `make build` alone left session 12's guest binaries two hours old, and
-// two instruction-count runs measured the old BPF objects without a word.
+// after `make build` alone the guest binaries are older than this one, and
+// a benchmark run in the guest would measure their BPF objects silently.
 func findGuestBinary(explicit, arch string) (string, error) {
 	if explicit != "" {
 		return explicit, nil

@@ -28,7 +28,7 @@ func TestSameBuildMtime(t *testing.T) {
 	if err := sameBuild(self, guest); err != nil {
 		t.Errorf("guest 30 s older: %v, want no error", err)
 	}
-	set(guest, now.Add(-2*time.Hour-26*time.Minute)) // session 12: make build alone
+	set(guest, now.Add(-2*time.Hour-26*time.Minute)) // make build alone: a stale guest
 	err := sameBuild(self, guest)
 	if err == nil || !strings.Contains(err.Error(), "2h26m0s older than") {
 		t.Errorf("guest 2h26m older: %v, want an error saying so", err)
@@ -41,19 +41,19 @@ func TestSameBuildMtime(t *testing.T) {
 
 func TestVCSMismatch(t *testing.T) {
 	stamps := map[string][2]string{
-		"self":      {"9996f557615499f0a557e5aff1ae0e24fcac0388", "true"},
-		"same":      {"9996f557615499f0a557e5aff1ae0e24fcac0388", "true"},
-		"clean":     {"9996f557615499f0a557e5aff1ae0e24fcac0388", "false"},
-		"other":     {"e543b7a000000000000000000000000000000000", "true"},
-		"selfclean": {"9996f557615499f0a557e5aff1ae0e24fcac0388", "false"},
+		"self":      {"1111111111111111111111111111111111111111", "true"},
+		"same":      {"1111111111111111111111111111111111111111", "true"},
+		"clean":     {"1111111111111111111111111111111111111111", "false"},
+		"other":     {"2222222222222222222222222222222222222222", "true"},
+		"selfclean": {"1111111111111111111111111111111111111111", "false"},
 		"unstamped": {"", ""},
 	}
 	of := func(p string) (string, string) { return stamps[p][0], stamps[p][1] }
 	for guest, want := range map[string]string{
 		"same":      "",
 		"unstamped": "",
-		"clean":     "clean was built from 9996f557615499f0a557e5aff1ae0e24fcac0388 (modified false), self from 9996f557615499f0a557e5aff1ae0e24fcac0388 (modified true)",
-		"other":     "other was built from e543b7a000000000000000000000000000000000 (modified true), self from",
+		"clean":     "clean was built from 1111111111111111111111111111111111111111 (modified false), self from 1111111111111111111111111111111111111111 (modified true)",
+		"other":     "other was built from 2222222222222222222222222222222222222222 (modified true), self from",
 	} {
 		same, err := vcsMismatch(guest, of, "self")
 		switch {

@@ -136,8 +136,8 @@ type Options struct {
 	// BTF is the kernel BTF cache shared by every program load (CO-RE,
 	// attach targets); symbols.Kernel.BTF passes the one symbol
 	// resolution already decoded. nil: one cache for this Open. Each
-	// decode of vmlinux BTF cost seconds under arm64 TCG, and a fentry
-	// trace made five (session 5).
+	// decode of vmlinux BTF costs seconds under arm64 TCG, and a fentry
+	// trace would otherwise make one per program load.
 	BTF *btf.Cache
 	// Progress, when set, is called as functions attach (fentry).
 	Progress func(done, total int)
@@ -635,10 +635,9 @@ func settingsOf(opts Options, hashFrames bool) ([]setting, error) {
 // variant is one build of bpf/trace.bpf.c: the general object, or one
 // whose fixed settings are constants at compile time, so that clang drops
 // the paths they rule out (bpf2go TraceLean, TraceFilter, TraceStat in
-// gen.go). On arm64 7.3 under icount (compare --body trace, 2026-12-02)
-// the lean object's fentry+fexit trace took 285 fewer instructions per
-// call than the general one's (3.55x -> 2.99x the empty program), and the
-// stat object's agg body 2.50x -> 2.31x.
+// gen.go): on arm64 7.3 the lean object's fentry+fexit trace runs about
+// 285 instructions per call fewer than the general one's, and the stat
+// object's agg body fewer too (compare under icount; docs/benchmarks.md).
 type variant struct {
 	name  string
 	load  func() (*ebpf.CollectionSpec, error)
@@ -1085,9 +1084,9 @@ const FlagWindowEntry = uint32(bpfobj.TraceFtpFuncFlagsFTP_FN_WINDOW_ENTRY)
 // carry x's entry predicate to the fentry and session programs: its
 // xpred program number and pred_nargs, when it reads argument registers
 // only and its number fits (ftp_func_pred in bpf/trace.bpf.c); 0
-// otherwise, and the programs look it up in xprogs. A rejected fentry+fexit call costs 20-45
-// instructions less with it (arm64 7.3 icount, session 12: compare --body
-// predicate 1.53x the empty program before, 1.44x and 1.50x after).
+// otherwise, and the programs look it up in xprogs. A rejected fentry+fexit
+// call costs 20-45 instructions less with it (arm64 7.3, compare --body
+// predicate under icount; docs/benchmarks.md).
 func PredCookie(x bpfobj.TraceXprog) uint64 {
 	if x.Pentry == 0 || x.EntryRegs == 0 || x.Pentry > uint16(bpfobj.TraceFtpFuncPredFTP_FN_PRED_MAX) || x.PredNargs > MaxArgs {
 		return 0

@@ -11,7 +11,7 @@ import (
 // then drops every branch they decide. It leaves the moves that fed those
 // branches, and the values computed only for the paths it dropped: 10-20
 // JIT instructions per program run on the predicate's rejection path
-// (insnprof, arm64 and amd64 7.3, fentry+fexit, session 16), which the
+// (insnprof, arm64 and amd64 7.3, fentry+fexit), which the
 // verifier's own opt_remove_dead_code and opt_remove_nops (kernel/bpf/
 // verifier.c) keep because they remove unreachable instructions only.
 // simplify does both steps before load: a conditional jump whose operands
@@ -23,10 +23,10 @@ import (
 // Known values are followed across blocks (a forward dataflow), through
 // 8-byte stack spills and registers holding stack addresses, and a
 // computation or fill whose value is known becomes the move of it, so its
-// operands' writes can go too (session 18: amd64 7.3 fsession.multi's
-// rejecting predicate 1.23x -> 1.17x the empty program, fentry+fexit
-// 1.16x -> 1.09x; README). internal/attach/fold_diff_test.go checks it
-// against an interpreter on random programs.
+// operands' writes can go too: the cookie's fields, decided on one side
+// of a branch and tested after the join, fold this way (the rejecting
+// predicate body, docs/benchmarks.md). internal/attach/fold_diff_test.go
+// checks simplify against an interpreter on random programs.
 
 // simplifyPrograms runs simplify on every program of spec, after giving
 // the multi programs' fn_slots() and fn_scalars() immediates the values
@@ -332,7 +332,7 @@ func (st *constState) step(ins *asm.Instruction) (taken, decided bool) {
 	case c == asm.LdXClass:
 		if relocated(ins) {
 			// a CO-RE field offset, rewritten at load: the slot it
-			// reads is not known before then (review, session 18)
+			// reads is not known before then
 			st.forget(ins.Dst)
 			return false, false
 		}

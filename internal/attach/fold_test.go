@@ -171,8 +171,8 @@ func branchOn(reg asm.Register, pre ...asm.Instruction) asm.Instructions {
 
 // TestSimplifyInlinedSetting: the shape inlineRodata leaves, `rX = VALUE;
 // ja +0` before the jump that tests the setting: the nop is no block start
-// (its only other way in is the same state), so the jump folds. Review of
-// session 16: with every `ja +0` a block start nothing folded.
+// (its only other way in is the same state), so the jump folds; were every
+// `ja +0` a block start, nothing would fold.
 func TestSimplifyInlinedSetting(t *testing.T) {
 	// the setting, as inlineRodata leaves it; the jump is taken
 	out, _ := simplify(branchOn(asm.R1, asm.LoadImm(asm.R1, 0, asm.DWord), asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}))
@@ -183,7 +183,7 @@ func TestSimplifyInlinedSetting(t *testing.T) {
 }
 
 // TestSimplifyLoadAcquire: an atomic load-acquire writes its dst, so a
-// value known before it is not known after (review: it was kept).
+// value known before it is not known after.
 func TestSimplifyLoadAcquire(t *testing.T) {
 	out, _ := simplify(branchOn(asm.R6, asm.Mov.Imm(asm.R6, 0), asm.LoadAcquire(asm.R6, asm.R1, asm.DWord, 0)))
 	assert.Equal(t, asm.JEq, out[2].OpCode.JumpOp(), "%v", out)
@@ -192,8 +192,8 @@ func TestSimplifyLoadAcquire(t *testing.T) {
 // TestSimplifyCORE: an immediate with a CO-RE relocation
 // (bpf_core_field_exists) is rewritten by cilium/ebpf at load, after
 // simplify: its jump stays and so does the instruction, relocation and
-// all (review: it was folded on the compiled value and its relocation
-// moved onto a nop, which the load then refused).
+// all (folded on the compiled value, its relocation would sit on a nop,
+// which the load refuses).
 func TestSimplifyCORE(t *testing.T) {
 	relo := &btf.CORERelocation{}
 	in := branchOn(asm.R1, btf.WithCORERelocationMetadata(asm.Mov.Imm(asm.R1, 1), relo))
@@ -223,8 +223,8 @@ func folds(t *testing.T, reg asm.Register, pre ...asm.Instruction) (decided, tak
 }
 
 // TestSimplifyAcrossBlocks: a value every path into a block gives the
-// same is known there (session 18: the cookie's fields decided on one
-// side of a branch and tested after the join); one the paths give
+// same is known there (the cookie's fields decided on one side of a
+// branch and tested after the join); one the paths give
 // differently is not.
 func TestSimplifyAcrossBlocks(t *testing.T) {
 	join := func(a, b int32) []asm.Instruction {
@@ -328,8 +328,8 @@ func TestSimplifyMaterializes(t *testing.T) {
 // copy of a kernel struct read or written by field) has its offset
 // rewritten at load, after simplify: the slot it reads is not known, the
 // slots it writes are all forgotten, and a dead relocated load stays an
-// instruction (a nop carrying the relocation fails the load). Review of
-// session 18; none of today's objects has one.
+// instruction (a nop carrying the relocation fails the load). None of
+// the committed objects has one: synthetic programs.
 func TestSimplifyCOREStack(t *testing.T) {
 	relo := &btf.CORERelocation{}
 	fill := branchOn(asm.R1,

@@ -67,7 +67,7 @@ func TestCountingProgramsMatchPaths(t *testing.T) {
 }
 
 // A program loaded alone creates only the maps it references and the
-// variables' data sections: the counting programs no longer create the
+// variables' data sections: the counting programs do not create the
 // timed body's task storage (every `features` verdict and compare attach
 // load would otherwise).
 func TestProgramMaps(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // map is frozen) and removes the branches it decides, but the JIT still
 // emits the address (3-4 arm64 instructions) and the load for each read: on
 // arm64 7.3 about 15% of the fentry+fexit trace programs' instructions per
-// call (scripts/insnprof, 2026-12-02). The pair
+// call without inlining (scripts/insnprof). The pair
 //
 //	rX = map_value(.rodata + off); rX = *(uN *)(rX + k)
 //

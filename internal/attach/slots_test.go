@@ -84,8 +84,8 @@ func TestSlotsInLeanObject(t *testing.T) {
 	assert.Empty(t, slotImms(lean, fnScalarsAny), "the lean object has no entry predicate")
 	// One immediate per fetch_pred site (the entry's predicate, from the
 	// cookie or xprogs alike; the fexit's second decision), and no other: a comparison with the
-	// magic (cafa75f's `sc != FTP_FN_SCALARS_ANY`) had clang load it again,
-	// forFunc patched that copy too, and the direct reads never ran.
+	// magic (`sc != FTP_FN_SCALARS_ANY` in the source) makes clang load it
+	// again, forFunc patches that copy too, and the direct reads never run.
 	sc := slotImms(filter, fnScalarsAny)
 	assert.Equal(t, map[string]int{"ftp_fentry": 1, "ftp_fentry_multi": 1, "ftp_fexit": 1, "ftp_fexit_multi": 1,
 		"ftp_fsession": 1, "ftp_fsession_multi": 1}, sc, "fn_scalars() immediates per program of the filter object")

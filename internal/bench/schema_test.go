@@ -56,7 +56,7 @@ func compileSchema(t *testing.T) *sjs.Schema {
 // schema rejects a document with a missing or mistyped field.
 func TestReportsMatchSchema(t *testing.T) {
 	sch := compileSchema(t)
-	files, err := filepath.Glob("../../docs/compare-*.json")
+	files, err := filepath.Glob("../../docs/bench/compare-*.json")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, f := range files {

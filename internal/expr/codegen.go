@@ -25,8 +25,8 @@ const PredicateFunc = "xpred"
 //
 // Generated code, not an interpreter: a rejected call then costs the
 // comparisons it makes (a few instructions each, plus one probe read per
-// dereference), where bpf/trace.bpf.c's interpreter before session 9 cost
-// ~530 instructions per call (compare --body predicate, icount). Calling
+// dereference), where interpreting the same predicate in BPF costs about
+// 530 instructions per call. Calling
 // convention: r1 = args (u64[MaxArgs] on the caller's stack), r2 = ret,
 // r3 = sel; r6, r7 and r9 hold args, ret and the comparison bits; the
 // stack holds one 8-byte read slot (fp-8), a string buffer (fp-80..fp-9)

@@ -10,8 +10,8 @@ import (
 )
 
 // TestDevHostVerdicts checks the verdicts on this project's development
-// and CI machines (a sandboxed Firecracker 6.18 x86-64 kernel, see
-// ../shared/lab-notes.md): fentry refused by policy, no fprobe, no kprobes,
+// and CI machines (a sandboxed Firecracker 6.18 x86-64 kernel): fentry
+// refused by policy, no fprobe, no kprobes,
 // tp_btf working. Other kernels are covered by the lab tests.
 func TestDevHostVerdicts(t *testing.T) {
 	kin := kfeat.Load()

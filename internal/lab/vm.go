@@ -174,7 +174,7 @@ func (c *Config) qemuArgs(initrd, accel string) []string {
 			// live text patching (text_poke_bp, e.g. the sched_switch
 			// tracepoint key that fprobe's fgraph enables) raced with
 			// the other vCPU's translated code and oopsed on int3 in
-			// __schedule (amd64 7.3.4, 2026-11-29).
+			// __schedule (amd64 7.3.4).
 			args = append(args, "-cpu", "max", "-accel", "tcg,thread=single")
 		}
 	}

@@ -107,7 +107,8 @@ func autoOrder(resF *symbols.Resolution, errF error, has func(attachType string)
 		// 7.0: one trampoline program per function for entry and exit:
 		// half fentry+fexit's programs and links, so it attaches in about
 		// half the time (arm64 7.3: 76 functions in 47 s against 97 s),
-		// and compare's trace body costs it no more per call (README).
+		// and compare's trace body costs it no more per call
+		// (docs/benchmarks.md).
 		order = append([]string{attach.ModeFSession}, order...)
 		why = "fsession: one trampoline program per function for entry and exit, half of fentry+fexit's programs and links"
 	}

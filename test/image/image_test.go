@@ -416,7 +416,7 @@ func TestImageWithoutPrivilege(t *testing.T) {
 		}
 	}
 	// compare --from renders a saved report: no privilege needed.
-	report, err := os.ReadFile("../../docs/compare-arm64-7.3.json")
+	report, err := os.ReadFile("../../docs/bench/compare-arm64-7.3.json")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "compare.json"), report, 0o644))
 	code, stdout, stderr := run(t, nobody("compare", "--from", "compare.json"))

@@ -29,9 +29,8 @@ import (
 // entryPatterns are the path walk functions TestEntryOpenFail records
 // inside do_sys_openat2. In the per-function trampoline modes (each
 // fentry attach costs 1-2 s on arm64 under TCG; on amd64 7.3 the globs'
-// 55 trampolines took 46-51 s to attach in fentry and in fsession mode,
-// 225 s of TestEntryOpenFail and TestEntryNoWindow in the CI run of
-// 2026-12-02) a few exact ones instead of globs matching some 60
+// 55 trampolines take 46-51 s to attach in fentry and in fsession mode)
+// a few exact ones instead of globs matching some 60
 // functions: the trees keep the path walk under do_sys_openat2 and
 // link_path_walk as the error origin. The globs stay in the one-link
 // modes (kprobe-multi, fentry-multi) and in kprobe mode, where 55
@@ -470,10 +469,9 @@ func TestEntryFilterWindow(t *testing.T) {
 	path := "/nonexistent/ftprobe-window"
 	ms := []string{attach.ModeKprobeMulti, attach.ModeFentry}
 	if e.kin.Arch == "arm64" {
-		// fentry there took 557 s of the arm64 7.3 full tier (four
-		// trampoline programs with the --filter interpreter, loaded and
-		// attached twice under TCG; b9bfcc7's make test): kprobe-multi
-		// covers the gate on arm64, both modes on amd64.
+		// fentry there costs minutes of the arm64 7.3 full tier (four
+		// trampoline programs, loaded and attached twice under TCG):
+		// kprobe-multi covers the gate on arm64, both modes on amd64.
 		ms = ms[:1]
 	}
 	for _, mode := range ms {

@@ -236,11 +236,9 @@ func numValues(v any) map[string]any {
 // TestFilterOnly: a --filter with no --arg and nothing on ret, so the
 // programs are loaded with the entry filter alone (x_entry set, x_exit
 // and x_vals not), with an integer and a string comparison: no other
-// test loads that combination. (Built from fbc5ea5's source without the
-// string buffer's slack, 7.3's verifier refused its fentry program, the
-// length clamp lost; on the tree that added this test the same removal
-// verifies, the code around it having changed: the combination is
-// covered, not that one register allocation.) Exactly the
+// test loads that combination. (The string buffer's slack keeps the
+// length clamp in front of 7.3's verifier in this combination; the test
+// covers the combination, not one register allocation.) Exactly the
 // workload's three one-byte reads of /etc/hostname come out, count 1 in
 // each; the thread's own four-byte read is counted as rejected.
 func TestFilterOnly(t *testing.T) {

@@ -47,9 +47,8 @@ import (
 // this text.
 type expectation map[string]string
 
-// expectations per ARCH MAJOR.MINOR[ FLAVOUR] (kernelKey), from
-// ../shared/lab-notes.md and, for the Debian flavours and 7.2, from
-// `ftprobe vm --kernel debian:VERSION -- features` (session 5).
+// expectations per ARCH MAJOR.MINOR[ FLAVOUR] (kernelKey), as
+// `ftprobe vm --kernel debian:VERSION -- features` reports them.
 // fsession and the tracing multi links are Linux 7.x; on arm64 7.3 the
 // multi links fail with EOPNOTSUPP (no single direct ftrace_ops).
 const (
@@ -581,8 +580,8 @@ func TestWildcard(t *testing.T) {
 			// kprobe-multi takes several hundred functions in one link;
 			// fentry and fsession build one trampoline per function and
 			// load one program per function: under arm64 TCG 76 vfs_*
-			// functions took 137 s (fentry) and 104 s (fsession) to
-			// attach (session 5), so under emulation the per-function
+			// functions take 137 s (fentry) and 104 s (fsession) to
+			// attach, so under emulation the per-function
 			// modes resolve vfs_* (its skip accounting is asserted) and
 			// attach its first 16 functions (FTPROBE_FULL=1: all).
 			globs := []string{"vfs_*", "do_sys_*", "ksys_*", sys}
@@ -750,8 +749,8 @@ func TestCompareCounts(t *testing.T) {
 	if e.kin.Arch == "arm64" {
 		// Under arm64 TCG each row of a trace body loads ftprobe's trace
 		// program twice (warm-up and run: 6-13 s a row), and each fentry
-		// link costs 1-2 s: compare's kernel trigger took 290 s here
-		// unloaded (the test 413 s in the loaded CI run of 2026-12-02).
+		// link costs 1-2 s: compare's kernel trigger takes about 290 s
+		// here on an unloaded host.
 		// Here the exit-only (--min-duration) and agg (stat) bodies keep
 		// a trampoline and a kprobe.multi mode, the pair variant that only
 		// compare uses; the same paths in fsession, kprobe-multi
@@ -1864,7 +1863,7 @@ func runFailingOpen(t *testing.T, bin, verb, mode string, patterns ...string) (s
 // the command's threads' entries are counted, as entry only, and none is
 // left as a call in flight. kprobe.session keeps a stat call's timestamp
 // in the session cookie and must not ask for a return run that cannot
-// come (session 13's review).
+// come.
 func TestStatEntryOnly(t *testing.T) {
 	e := lab(t)
 	bin := ftprobeBinary(t)

@@ -24,7 +24,7 @@ import (
 // kernel's own tun.ko into the guest.
 var moduleRequired = map[string]bool{"arm64 7.3": true, "amd64 7.3": true}
 
-// TestModuleFunction (issue 14): --arg and --filter on a function of a
+// TestModuleFunction: --arg and --filter on a function of a
 // loaded kernel module, through the real binary. The test loads the
 // kernel's own tun.ko (finit_module), traces tun_chr_open(struct inode *,
 // struct file *) with --arg 'file->f_flags' --filter 'file->f_flags & 2'

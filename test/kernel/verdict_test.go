@@ -287,8 +287,7 @@ func TestVerdictAgreement(t *testing.T) {
 		// arm64 7.3's full tier: 4 per category and 10 at random. Nearly
 		// every random function is traceable, and each traceable one costs
 		// an fentry+fexit attach of 2-4 s under TCG: the 102 functions of
-		// 6/30 took 282 s there, these 58 158 s (both runs with other lab
-		// VMs on the host; 305 s in the CI run of 2026-12-02). The
+		// 6/30 take about 280 s there, these 58 about 160 s. The
 		// random draw is the least specific part of the sample, and the
 		// fast tier draws 10 more on each other arm64 kernel (7.3-rt,
 		// -16k, -cloud, 7.2, 6.12); amd64 7.3's full tier keeps 6/30.
