@@ -595,7 +595,7 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 		b = append(b, `,"entry_only":`...)
 		b = strconv.AppendQuote(b, f.EntryOnly)
 	}
-	b = appendJSONArgs(b, f, e, e.Flags&FlagHasArgs != 0)
+	b = appendJSONArgs(b, f, e, e.Kind == KindEntry || e.Flags&FlagHasArgs != 0)
 	if e.Flags&FlagStack != 0 {
 		b = j.appendJSONStack(b, e)
 	}
