@@ -192,9 +192,18 @@ func tryAttach(e *env, mode, fn string) error {
 	return tr.Close()
 }
 
-// needMode skips when the kernel lacks mode, naming the reason.
+// needMode skips when the kernel lacks mode, naming the reason. A mode
+// the environment has not tried yet (one of attach.TraceModes that modes
+// lacks) is tried now, the same way.
 func needMode(t *testing.T, e *env, mode string) {
 	t.Helper()
+	if _, tried := e.works[mode]; !tried {
+		err := tryAttach(e, mode, "do_sys_openat2")
+		e.works[mode] = err == nil
+		if err != nil {
+			e.reason[mode] = err.Error()
+		}
+	}
 	if !e.works[mode] {
 		if want, known := e.exp[mode]; inLab() && (!known || want == "") {
 			// The expectation table says this kernel has the mode, or
