@@ -403,208 +403,6 @@ func (t Table) Lookup(id uint32) *symbols.Func {
 	return nil
 }
 
-// AppendArgs appends "(a, b, ...)" for an entry: with a BTF prototype,
-// "name=value" per parameter (signed decimal, unsigned decimal, enum
-// constant names, true/false, pointers in hex, NULL, and with --strings
-// the quoted string of a `char *`, … when truncated, <fault> when the read
-// failed); without one, nargs raw hex values.
-func AppendArgs(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {
-	b = append(b, '(')
-	n := int(e.Nargs)
-	var params []symbols.Param
-	// A prototype that does not describe the registers (a struct passed by
-	// value takes two and shifts every later parameter; a compiler copy may
-	// drop or reorder parameters): show raw registers then (ProtoErr says
-	// why, in --verbose).
-	if f != nil && f.Proto != nil && f.ProtoErr == "" {
-		params = f.Proto.Params
-		n = min(len(params), 6)
-	}
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		v := e.Args[i]
-		if i < len(params) {
-			p := params[i]
-			if p.Name != "" {
-				b = append(b, p.Name...)
-				b = append(b, '=')
-			}
-			if s := strSlot(e, i); s >= 0 {
-				b = appendString(b, e, s)
-			} else if p.Kind == symbols.ArgEnum && len(p.Enum) > 0 {
-				if n := symbols.EnumName(p.Enum, v, p.Size); n != "" {
-					b = append(b, n...)
-				} else {
-					b = appendValue(b, v, p.Kind, p.Size)
-				}
-			} else {
-				b = appendValue(b, v, p.Kind, p.Size)
-			}
-		} else {
-			b = append(b, "0x"...)
-			b = strconv.AppendUint(b, v, 16)
-		}
-	}
-	if len(params) > 6 {
-		b = append(b, ", ..."...)
-	}
-	b = append(b, ')')
-	if e.Flags&FlagVals != 0 && f != nil && len(f.Values) > 0 {
-		b = append(b, " {"...)
-		for i := range f.Values {
-			if i >= len(e.X.V) {
-				break
-			}
-			if i > 0 {
-				b = append(b, ", "...)
-			}
-			b = append(b, f.Values[i].Name...)
-			b = append(b, '=')
-			b = appendXValue(b, f.Values[i], e, i, false)
-		}
-		b = append(b, '}')
-	}
-	return b
-}
-
-// XValue returns --arg value i of e: the integer (or a string's address),
-// the string's bytes (without the NUL) and whether it was truncated, and
-// the errno of a faulted read (0 when it worked).
-func XValue(e *bpfobj.TraceEvent, i int) (v uint64, str []byte, truncated bool, errno int) {
-	n := int(e.X.Len[i])
-	if n < 0 {
-		return 0, nil, false, -n
-	}
-	v = e.X.V[i]
-	if e.X.Flags[i]&uint8(bpfobj.TraceFtpXvalFlagsFTP_XV_STR) == 0 || n == 0 {
-		return v, nil, false, 0
-	}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(&e.X.S[i][0])), len(e.X.S[i]))
-	n = min(n, len(b))
-	if n > 0 && b[n-1] == 0 {
-		n--
-	}
-	return v, b[:n], e.X.Flags[i]&uint8(bpfobj.TraceFtpXvalFlagsFTP_XV_TRUNCATED) != 0, 0
-}
-
-// appendXValue appends --arg value i: a quoted string ("…" after it when
-// truncated; NULL), a whole struct (AppendStruct, from its bytes in e.Xb),
-// the value as its type prints, or <fault> (JSON: null).
-func appendXValue(b []byte, val symbols.Value, e *bpfobj.TraceEvent, i int, json bool) []byte {
-	v, str, trunc, errno := XValue(e, i)
-	if errno != 0 {
-		if json {
-			return append(b, "null"...)
-		}
-		return append(b, "<fault>"...)
-	}
-	if val.Kind == symbols.ArgStruct && val.Type != nil {
-		n := uint32(e.X.Len[i])
-		if e.X.Flags[i]&uint8(bpfobj.TraceFtpXvalFlagsFTP_XV_BYTES) == 0 || val.Off+n > uint32(len(e.Xb)) {
-			if json {
-				return append(b, "null"...)
-			}
-			return append(b, "<no bytes>"...)
-		}
-		return AppendStruct(b, val.Type, e.Xb[val.Off:val.Off+n], json)
-	}
-	if val.Kind == symbols.ArgCharPtr {
-		if str == nil {
-			if json {
-				return append(b, "null"...)
-			}
-			return append(b, "NULL"...)
-		}
-		if json {
-			return appendJSONString(b, str)
-		}
-		b = strconv.AppendQuote(b, string(str))
-		if trunc {
-			b = append(b, "…"...)
-		}
-		return b
-	}
-	if val.Kind == symbols.ArgEnum && len(val.Enum) > 0 {
-		if n := symbols.EnumName(val.Enum, v, val.Size); n != "" {
-			if json {
-				return strconv.AppendQuote(b, n)
-			}
-			return append(b, n...)
-		}
-	}
-	if json {
-		switch val.Kind {
-		case symbols.ArgInt, symbols.ArgEnum, symbols.ArgUint, symbols.ArgBool:
-			return appendValue(b, v, val.Kind, val.Size)
-		}
-		return strconv.AppendUint(b, v, 10)
-	}
-	return appendValue(b, v, val.Kind, val.Size)
-}
-
-func appendValue(b []byte, v uint64, k symbols.ArgKind, size uint32) []byte {
-	switch k {
-	case symbols.ArgInt, symbols.ArgEnum:
-		switch size {
-		case 1:
-			return strconv.AppendInt(b, int64(int8(v)), 10)
-		case 2:
-			return strconv.AppendInt(b, int64(int16(v)), 10)
-		case 4:
-			return strconv.AppendInt(b, int64(int32(v)), 10)
-		}
-		return strconv.AppendInt(b, int64(v), 10)
-	case symbols.ArgUint:
-		if size < 8 && size > 0 {
-			v &= 1<<(8*size) - 1
-		}
-		return strconv.AppendUint(b, v, 10)
-	case symbols.ArgBool:
-		if v&0xff != 0 {
-			return append(b, "true"...)
-		}
-		return append(b, "false"...)
-	case symbols.ArgPtr, symbols.ArgCharPtr:
-		if v == 0 {
-			return append(b, "NULL"...)
-		}
-	}
-	b = append(b, "0x"...)
-	return strconv.AppendUint(b, v, 16)
-}
-
-// AppendRet appends a return value: errno names for negative ints
-// (-ENOENT), ERR_PTR(-E...) for error pointers, hex for pointers, decimal
-// otherwise.
-func AppendRet(b []byte, f *symbols.Func, ret int64) []byte {
-	kind := symbols.RetLong
-	if f != nil && f.Proto != nil {
-		kind = f.Proto.RetKind
-	}
-	switch kind {
-	case symbols.RetVoid:
-		return append(b, "void"...)
-	case symbols.RetPtr:
-		if ret < 0 && ret >= -4095 {
-			b = append(b, "ERR_PTR("...)
-			b = appendErrno(b, ret)
-			return append(b, ')')
-		}
-		if ret == 0 {
-			return append(b, "NULL"...)
-		}
-		b = append(b, "0x"...)
-		return strconv.AppendUint(b, uint64(ret), 16)
-	case symbols.RetS32, symbols.RetLong:
-		if ret < 0 && ret >= -4095 {
-			return appendErrno(b, ret)
-		}
-	}
-	return strconv.AppendInt(b, ret, 10)
-}
-
 // ErrnoOf returns the errno name ("ENOENT") when ret is an error return of
 // f (negative int, or an error value of a long or pointer), else "".
 func ErrnoOf(f *symbols.Func, ret int64) string {
@@ -759,26 +557,9 @@ func appendPad(b []byte, s string, w int) []byte {
 	return append(b, s...)
 }
 
-// JSON formats events as JSON lines. Fields (units in the names):
-//
-//	type        "entry" | "exit"
-//	ts_ns       CLOCK_MONOTONIC timestamp (bpf_ktime_get_ns), ns
-//	cpu, tgid, tid, comm
-//	func, module, func_id, mode ("fentry" | "kprobe-multi"), depth
-//	args        [u64...] raw argument registers (entry, and exit with entry args)
-//	ret         exit: return value (int64, sign-extended for int functions)
-//	ret_str     exit: decoded return value ("-ENOENT", "ERR_PTR(-EINVAL)")
-//	duration_ns exit: time since the matching entry, ns (absent without entry)
-//	no_entry    exit: true when no entry was recorded
-//	entry_only  the function is traced at entry only, and why ("noreturn"):
-//	            its calls have no exit event by design
-//	strings     --strings: {"param": "value" | null (read failed)}
-//	truncated   --strings: ["param", ...] strings cut at 127 bytes
-//	string_errors --strings: {"param": "-EFAULT"} reads that failed
-//	stack       --stack: ["symbol+0xOFF [module]", ...] innermost first
-//	stack_error --stack: "-EFAULT" when the capture failed
-//	values      --arg: {"expr": number | "string" | "ENUM_NAME" | null (NULL or fault)}
-//	value_errors --arg: {"expr": "-EFAULT"} reads that faulted
+// JSON formats events as JSON lines: Line documents every field, and
+// how arguments, return values and --arg values print ("args": an object
+// by parameter name, typed from BTF by the rule the text follows).
 type JSON struct {
 	Table Table
 	Syms  Symbolizer // names stack frames (nil: hex addresses)
@@ -814,13 +595,13 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 		b = append(b, `,"entry_only":`...)
 		b = strconv.AppendQuote(b, f.EntryOnly)
 	}
-	b = appendJSONArgs(b, f, e, e.Flags&FlagHasArgs != 0)
+	b = appendJSONArgs(b, f, e, e.Kind == KindEntry || e.Flags&FlagHasArgs != 0)
 	if e.Flags&FlagStack != 0 {
 		b = j.appendJSONStack(b, e)
 	}
 	if e.Kind == KindExit {
 		b = append(b, `,"ret":`...)
-		b = strconv.AppendInt(b, e.Ret, 10)
+		b = appendRetJSON(b, f, e.Ret)
 		b = append(b, `,"ret_str":"`...)
 		b = AppendRet(b, f, e.Ret)
 		b = append(b, '"')
@@ -837,8 +618,34 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 // appendJSONValues appends "values" (--arg, by expression) and, for reads
 // that faulted, "value_errors".
 func appendJSONValues(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {
-	b = append(b, `,"values":{`...)
-	var faults []int
+	b = append(b, `,"values":`...)
+	b = appendValuesObject(b, f, e)
+	first := true
+	for i := range f.Values {
+		if i >= len(e.X.V) || e.X.Len[i] >= 0 {
+			continue
+		}
+		if first {
+			b = append(b, `,"value_errors":{`...)
+			first = false
+		} else {
+			b = append(b, ',')
+		}
+		b = appendQuoted(b, f.Values[i].Name)
+		b = append(b, `:"`...)
+		b = appendErrno(b, int64(e.X.Len[i]))
+		b = append(b, '"')
+	}
+	if !first {
+		b = append(b, '}')
+	}
+	return b
+}
+
+// appendValuesObject appends the --arg values as {"expr":value,...} in
+// the order given (appendXValue; null for NULL or a faulted read).
+func appendValuesObject(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {
+	b = append(b, '{')
 	for i, val := range f.Values {
 		if i >= len(e.X.V) {
 			break
@@ -849,25 +656,8 @@ func appendJSONValues(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {
 		b = appendQuoted(b, val.Name)
 		b = append(b, ':')
 		b = appendXValue(b, val, e, i, true)
-		if e.X.Len[i] < 0 {
-			faults = append(faults, i)
-		}
 	}
-	b = append(b, '}')
-	if len(faults) > 0 {
-		b = append(b, `,"value_errors":{`...)
-		for j, i := range faults {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = appendQuoted(b, f.Values[i].Name)
-			b = append(b, `:"`...)
-			b = appendErrno(b, int64(e.X.Len[i]))
-			b = append(b, '"')
-		}
-		b = append(b, '}')
-	}
-	return b
+	return append(b, '}')
 }
 
 // Signature is "ret name(type a, type b)" from a prototype, for plans.
@@ -913,26 +703,19 @@ func appendJSONWhere(b []byte, e *bpfobj.TraceEvent) []byte {
 	return b
 }
 
-// appendJSONArgs appends the event's "args" (the raw argument registers,
-// as many as the prototype has, at most 6) when withArgs, then its
-// strings and --arg values when it carries them.
+// appendJSONArgs appends the event's arguments when withArgs: "args" by
+// the prototype, or "regs" (argsField, appendArgsValue); then, with
+// --strings, which strings were cut or failed to read, and the --arg
+// values when it carries them.
 func appendJSONArgs(b []byte, f *symbols.Func, e *bpfobj.TraceEvent, withArgs bool) []byte {
 	if withArgs {
-		b = append(b, `,"args":[`...)
-		n := int(e.Nargs)
-		if f != nil && f.Proto != nil {
-			n = min(len(f.Proto.Params), 6)
-		}
-		for i := 0; i < n; i++ {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendUint(b, e.Args[i], 10)
-		}
-		b = append(b, ']')
+		b = append(b, ',', '"')
+		b = append(b, argsField(f)...)
+		b = append(b, '"', ':')
+		b = appendArgsValue(b, f, e)
 	}
 	if e.Flags&FlagStrings != 0 {
-		b = appendJSONStrings(b, f, e)
+		b = appendJSONStringNotes(b, f, e)
 	}
 	if e.Flags&FlagVals != 0 && f != nil && len(f.Values) > 0 {
 		b = appendJSONValues(b, f, e)
@@ -940,37 +723,21 @@ func appendJSONArgs(b []byte, f *symbols.Func, e *bpfobj.TraceEvent, withArgs bo
 	return b
 }
 
-func appendJSONStrings(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {
+// appendJSONStringNotes appends, for the strings read (--strings, whose
+// values are in "args"), "truncated": the parameters whose string was
+// cut, and "string_errors": the errno of each read that failed.
+func appendJSONStringNotes(b []byte, f *symbols.Func, e *bpfobj.TraceEvent) []byte {
 	var trunc, faults []int
-	first := true
 	for s := range e.StrLen {
 		if e.StrLen[s] == 0 {
 			continue
 		}
-		if first {
-			b = append(b, `,"strings":{`...)
-			first = false
-		} else {
-			b = append(b, ',')
-		}
-		name := paramName(f, int(e.StrArg[s]))
-		b = appendJSONString(b, []byte(name))
-		b = append(b, ':')
-		str, tr, errno := StringArg(e, s)
-		if errno != 0 {
-			b = append(b, "null"...)
+		if _, tr, errno := StringArg(e, s); errno != 0 {
 			faults = append(faults, s)
-			continue
-		}
-		b = appendJSONString(b, str)
-		if tr {
+		} else if tr {
 			trunc = append(trunc, s)
 		}
 	}
-	if first {
-		return b
-	}
-	b = append(b, '}')
 	if len(trunc) > 0 {
 		b = append(b, `,"truncated":[`...)
 		for i, s := range trunc {

@@ -106,7 +106,72 @@ func TestJSONFormat(t *testing.T) {
 	assert.Equal(t, json.Number("-2"), m["ret"])
 	assert.Equal(t, "-ENOENT", m["ret_str"])
 	assert.Equal(t, json.Number("3066000"), m["duration_ns"])
-	assert.Equal(t, []any{json.Number("18446744073709551516"), json.Number("281474484283324")}, m["args"])
+	assert.Equal(t, map[string]any{"inode": "0xffffffffffffff9c", "filp": "0xffffe2a627bc"}, m["args"], "pointers as hex strings")
+	assert.NotContains(t, m, "regs")
+}
+
+// TestJSONArgsTyped: JSON says what the text says. do_sys_openat2's int
+// dfd = AT_FDCWD is -100 whether its register holds 0xffffff9c (amd64: a
+// 32-bit int in a 64-bit register, upper bits zero) or 0xffffffffffffff9c
+// (arm64), named, in prototype order; the exit's long return -ENOENT is
+// -2; a function without a prototype has its raw registers as "regs".
+func TestJSONArgsTyped(t *testing.T) {
+	j := &JSON{Table: table}
+	tx := &Text{Table: table}
+	for _, reg := range []uint64{0xffffff9c, 0xffffffffffffff9c} {
+		en := sample(KindEntry, 0, 0)
+		en.Args[0] = reg
+		assert.Contains(t, string(tx.Append(nil, &en)), "(dfd=-100, filename=0xffffe2a627bc, how=NULL)")
+		line := string(j.Append(nil, &en))
+		assert.Contains(t, line, `,"args":{"dfd":-100,"filename":"0xffffe2a627bc","how":null}}`, "register %#x", reg)
+		ex := sample(KindExit, 0, 0)
+		ex.Args[0], ex.Ret = reg, -2
+		line = string(j.Append(nil, &ex))
+		assert.Contains(t, line, `"args":{"dfd":-100,`, "the exit carries its entry's arguments")
+		assert.Contains(t, line, `"ret":-2,"ret_str":"-ENOENT"`)
+	}
+	raw := sample(KindEntry, 2, 0)
+	m := decodeJSON(t, j.Append(nil, &raw))
+	assert.Equal(t, []any{float64(0xffffffffffffff9c), float64(0xffffe2a627bc), 0.0, 0.0, 0.0, 0.0}, m["regs"])
+	assert.NotContains(t, m, "args", "raw registers are not args")
+
+	// A prototype that does not describe the registers: regs too.
+	byVal := *openat2
+	byVal.ProtoErr = "struct passed by value"
+	m = decodeJSON(t, (&JSON{Table: Table{&byVal}}).Append(nil, &raw))
+	assert.Contains(t, m, "regs")
+	assert.NotContains(t, m, "args")
+}
+
+// TestRetTyped: "ret" follows the return type as "args" does, and
+// "ret_str" says the same as text: unsigned, bool, enum, pointer (and
+// error pointer), void.
+func TestRetTyped(t *testing.T) {
+	for _, c := range []struct {
+		proto   symbols.Proto
+		ret     int64
+		js, txt string
+	}{
+		{symbols.Proto{RetKind: symbols.RetS32, RetArg: symbols.ArgInt, RetSize: 4}, -2, `-2`, `-ENOENT`},
+		{symbols.Proto{RetKind: symbols.RetS32, RetArg: symbols.ArgInt, RetSize: 4}, 3, `3`, `3`},
+		{symbols.Proto{RetKind: symbols.RetOther, RetArg: symbols.ArgUint, RetSize: 8}, -12, `18446744073709551604`, `18446744073709551604`},
+		{symbols.Proto{RetKind: symbols.RetOther, RetArg: symbols.ArgUint, RetSize: 4}, 0xfffffff4, `4294967284`, `4294967284`},
+		{symbols.Proto{RetKind: symbols.RetOther, RetArg: symbols.ArgBool, RetSize: 1}, 1, `true`, `true`},
+		{symbols.Proto{RetKind: symbols.RetOther, RetArg: symbols.ArgEnum, RetSize: 4, RetSigned: true,
+			RetEnum: []symbols.EnumValue{{Name: "LRU_ROTATE", Value: 2}}}, 2, `"LRU_ROTATE"`, `LRU_ROTATE`},
+		{symbols.Proto{RetKind: symbols.RetOther, RetArg: symbols.ArgEnum, RetSize: 4, RetSigned: true}, -1, `-1`, `-1`},
+		{symbols.Proto{RetKind: symbols.RetPtr, RetArg: symbols.ArgPtr, RetSize: 8}, int64(-0x7fff7fb84370), `"0xffff80008047bc90"`, `0xffff80008047bc90`},
+		{symbols.Proto{RetKind: symbols.RetPtr, RetArg: symbols.ArgPtr, RetSize: 8}, -22, `"0xffffffffffffffea"`, `ERR_PTR(-EINVAL)`},
+		{symbols.Proto{RetKind: symbols.RetPtr, RetArg: symbols.ArgPtr, RetSize: 8}, 0, `null`, `NULL`},
+		{symbols.Proto{RetKind: symbols.RetVoid, RetArg: symbols.ArgOther}, 7, `null`, `void`},
+	} {
+		f := &symbols.Func{Name: "f", Proto: &c.proto}
+		e := sample(KindExit, 0, 0)
+		e.Ret = c.ret
+		line := string((&JSON{Table: Table{f}}).Append(nil, &e))
+		assert.Contains(t, line, `"ret":`+c.js+`,"ret_str":"`+c.txt+`"`, "%+v", c.proto)
+		assert.Contains(t, string((&Text{Table: Table{f}}).Append(nil, &e)), "← f = "+c.txt+"  ")
+	}
 }
 
 // Recorded-shape samples: an entry/exit pair of do_sys_openat2 and a
@@ -231,7 +296,9 @@ func TestPerfettoTraceEventFormat(t *testing.T) {
 	assert.Equal(t, "ext4_file_open [ext4]", innerS.Name)
 	assert.LessOrEqual(t, outerS.Ts, innerS.Ts)
 	assert.LessOrEqual(t, innerS.Ts+innerS.Dur, outerS.Ts+outerS.Dur, "child inside parent")
-	assert.Equal(t, "4", outerS.Args["ret"])
+	assert.Equal(t, 4.0, outerS.Args["ret"])
+	assert.Equal(t, "4", outerS.Args["ret_str"])
+	assert.Equal(t, map[string]any{"dfd": -100.0, "filename": "0xffffe2a627bc", "how": nil}, outerS.Args["args"])
 	assert.Equal(t, "fentry", outerS.Args["mode"])
 	assert.Equal(t, 1, p.Skipped)
 }
@@ -277,21 +344,24 @@ func TestStringsTextAndJSON(t *testing.T) {
 	setStr(&en, 0, 1, "", 0, StrUser)
 	assert.Contains(t, string(tx.Append(nil, &en)), `filename=NULL`)
 
-	// JSON: strings object, truncated list, errors; escapes valid JSON.
+	// JSON: the string in args, truncated list, errors; escapes valid JSON.
 	j := &JSON{Table: table}
 	en = sample(KindEntry, 0, 0)
 	setStr(&en, 0, 1, "a\"b\\\n\x01\xff", 8, 0)
 	m := decodeJSON(t, j.Append(nil, &en))
-	assert.Equal(t, map[string]any{"filename": "a\"b\\\n\x01\u00ff"}, m["strings"], "a byte that is not UTF-8 as \\u00XX")
+	assert.Equal(t, map[string]any{"dfd": -100.0, "filename": "a\"b\\\n\x01\u00ff", "how": nil}, m["args"], "a byte that is not UTF-8 as \\u00XX")
 	assert.NotContains(t, m, "truncated")
+	assert.NotContains(t, m, "strings", "one place for a string: args")
 	setStr(&en, 0, 1, long, 128, StrTruncated)
 	m = decodeJSON(t, j.Append(nil, &en))
-	assert.Equal(t, map[string]any{"filename": long}, m["strings"])
+	assert.Equal(t, long, m["args"].(map[string]any)["filename"])
 	assert.Equal(t, []any{"filename"}, m["truncated"])
+	assert.NotContains(t, m, "string_errors")
 	setStr(&en, 0, 1, "", -14, StrUser)
 	m = decodeJSON(t, j.Append(nil, &en))
-	assert.Equal(t, map[string]any{"filename": nil}, m["strings"])
+	assert.Equal(t, map[string]any{"dfd": -100.0, "filename": nil, "how": nil}, m["args"])
 	assert.Equal(t, map[string]any{"filename": "-EFAULT"}, m["string_errors"])
+	assert.NotContains(t, m, "truncated")
 }
 
 type fakeSyms map[uint64]string
@@ -407,6 +477,6 @@ func TestEntryOnlyPerfetto(t *testing.T) {
 	assert.EqualValues(t, 1_000_000, inst[0]["ts"])
 	assert.EqualValues(t, 106, inst[0]["tid"])
 	args := inst[0]["args"].(map[string]any)
-	assert.Equal(t, "(code=512)", args["args"])
+	assert.Equal(t, map[string]any{"code": 512.0}, args["args"])
 	assert.Equal(t, "noreturn", args["entry_only"])
 }

@@ -7,12 +7,14 @@ import (
 	"sort"
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
 // Perfetto collects calls as Chrome trace-event "complete" slices (ph "X"),
 // the JSON format that ui.perfetto.dev and chrome://tracing open: one
 // process per tgid, one track per thread (named by comm), one slice per
-// call with its arguments, return value and attach mode. Timestamps are
+// call with its arguments ("args" or "regs", and "values"), return value
+// ("ret", "ret_str") and attach mode, each as in a JSON line (Line). Timestamps are
 // bpf_ktime_get_ns() in µs. Only exits with a recorded entry make a slice;
 // Skipped counts the others. With --entry the slices come from the call
 // trees instead (AddTree). Reference: "Trace Event Format" (Google,
@@ -49,7 +51,7 @@ func (p *Perfetto) Add(e *bpfobj.TraceEvent) {
 		p.slices = append(p.slices, traceEvent{
 			Name: p.Table.FuncName(e.FuncId), Cat: "kernel", Ph: "i", Scope: "t",
 			Ts: float64(e.TsNs) / 1e3, Pid: e.Tgid, Tid: e.Tid,
-			Args: map[string]any{"args": string(AppendArgs(nil, f, e)), "mode": ModeName(e.Mode), "cpu": e.Cpu, "entry_only": f.EntryOnly},
+			Args: withArgs(map[string]any{"mode": ModeName(e.Mode), "cpu": e.Cpu, "entry_only": f.EntryOnly}, f, e),
 		})
 		return
 	}
@@ -61,13 +63,9 @@ func (p *Perfetto) Add(e *bpfobj.TraceEvent) {
 		return
 	}
 	f := p.Table.Lookup(e.FuncId)
-	args := map[string]any{
-		"ret":  string(AppendRet(nil, f, e.Ret)),
-		"mode": ModeName(e.Mode),
-		"cpu":  e.Cpu,
-	}
+	args := withRet(map[string]any{"mode": ModeName(e.Mode), "cpu": e.Cpu}, f, e)
 	if e.Flags&FlagHasArgs != 0 {
-		args["args"] = string(AppendArgs(nil, f, e))
+		withArgs(args, f, e)
 	}
 	p.slices = append(p.slices, traceEvent{
 		Name: p.Table.FuncName(e.FuncId), Cat: "kernel", Ph: "X",
@@ -79,8 +77,8 @@ func (p *Perfetto) Add(e *bpfobj.TraceEvent) {
 // AddTree records the call tree of one --entry call (Tree.Perfetto) on
 // its thread's track: a complete slice per call, children inside their
 // parent's slice (the kernel's entry and exit times of the same thread),
-// each with "args" (the entry's formatted arguments), "ret" (the return
-// value, "-ENOENT" style), "errno" (the name, on an error return),
+// each with "args" (the entry's arguments), "ret" and "ret_str" (the
+// return value, as in a JSON line), "errno" (the name, on an error return),
 // "depth", "mode" and "cpu"; the root has "entry_call": true and, when
 // its error origin is known, "error_origin_func" (the origin's name). The
 // calls on the path to the error origin have "error_path": true, the
@@ -102,7 +100,7 @@ func (p *Perfetto) addNode(n *TreeNode, root bool) {
 	a := n.args()
 	args := map[string]any{"mode": ModeName(e.Mode), "cpu": e.Cpu, "depth": e.Depth}
 	if a.Kind == KindEntry || a.Flags&FlagHasArgs != 0 {
-		args["args"] = string(AppendArgs(nil, f, a))
+		withArgs(args, f, a)
 	}
 	ev := traceEvent{Name: p.Table.FuncName(e.FuncId), Cat: "kernel", Ph: "X", Ts: float64(n.Start()) / 1e3, Pid: e.Tgid, Tid: e.Tid, Args: args}
 	switch {
@@ -111,10 +109,10 @@ func (p *Perfetto) addNode(n *TreeNode, root bool) {
 		args["entry_only"] = f.EntryOnly
 	case e.Flags&FlagNoEntry != 0:
 		args["no_entry"] = true
-		args["ret"] = string(AppendRet(nil, f, e.Ret))
+		withRet(args, f, e)
 	default:
 		ev.Dur = float64(e.DurationNs) / 1e3
-		args["ret"] = string(AppendRet(nil, f, e.Ret))
+		withRet(args, f, e)
 	}
 	if n.Err {
 		args["errno"] = ErrnoOf(f, e.Ret)
@@ -172,4 +170,22 @@ func (c *countWriter) Write(b []byte) (int, error) {
 	n, err := c.w.Write(b)
 	c.n += int64(n)
 	return n, err
+}
+
+// withArgs sets e's arguments in a slice's args as a JSON line has them:
+// "args" or "regs", and "values" (--arg).
+func withArgs(args map[string]any, f *symbols.Func, e *bpfobj.TraceEvent) map[string]any {
+	args[argsField(f)] = json.RawMessage(appendArgsValue(nil, f, e))
+	if e.Flags&FlagVals != 0 && f != nil && len(f.Values) > 0 {
+		args["values"] = json.RawMessage(appendValuesObject(nil, f, e))
+	}
+	return args
+}
+
+// withRet sets e's return value in a slice's args as a JSON line has it:
+// "ret" (typed) and "ret_str" (as text prints it).
+func withRet(args map[string]any, f *symbols.Func, e *bpfobj.TraceEvent) map[string]any {
+	args["ret"] = json.RawMessage(appendRetJSON(nil, f, e.Ret))
+	args["ret_str"] = string(AppendRet(nil, f, e.Ret))
+	return args
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
 // Bounds of a whole struct's text (--arg '*file'): the bytes are bounded
@@ -36,7 +38,8 @@ type structFmt struct {
 // of anonymous structs and unions are shown inline; nested structs up to
 // StructDepth levels ({...} below); arrays up to StructArrayElems
 // elements; char arrays as strings; enums by name; pointers in hex
-// (NULL); bitfields by value. Where the bytes end, "..." closes every
+// (NULL; JSON: "0x..." strings and null, as appendTyped prints them);
+// bitfields by value. Where the bytes end, "..." closes every
 // open struct (JSON: a "..." member set to true).
 func AppendStruct(b []byte, t btf.Type, data []byte, json bool) []byte {
 	f := &structFmt{data: data, json: json}
@@ -83,14 +86,7 @@ func (f *structFmt) value(b []byte, t btf.Type, off uint32, depth int) []byte {
 	case *btf.Enum:
 		return f.enum(b, v, le(raw), size)
 	case *btf.Pointer:
-		x := le(raw)
-		switch {
-		case f.json:
-			return strconv.AppendUint(b, x, 10)
-		case x == 0:
-			return append(b, "NULL"...)
-		}
-		return strconv.AppendUint(append(b, "0x"...), x, 16)
+		return appendTyped(b, le(raw), symbols.ArgPtr, 8, nil, f.json)
 	}
 	// Floats and anything else: the raw bytes.
 	return f.hex(b, raw)

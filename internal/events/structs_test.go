@@ -83,10 +83,10 @@ func TestAppendStruct(t *testing.T) {
 	j := map[string]any{}
 	require.NoError(t, json.Unmarshal(AppendStruct(nil, fObj, data, true), &j))
 	assert.Equal(t, map[string]any{"mode": 4882461.0, "state": "ST_CLOSED",
-		"name": map[string]any{"hash": 3379179113.0, "len": 8.0, "hash_len": 37738917481.0, "name": float64(0xff29e3f4c1475938)},
+		"name": map[string]any{"hash": 3379179113.0, "len": 8.0, "hash_len": 37738917481.0, "name": "0xff29e3f4c1475938"},
 		"comm": "host", "ra": []any{-1.0, 7.0, -2147483648.0}, "lo": 5.0, "hi": -2.0, "kind": "ST_OPEN", "ok": true,
 		"pairs": []any{map[string]any{"a": 1.0, "b": 2.0}, map[string]any{"a": 3.0, "b": 65535.0}},
-		"next":  float64(0xffffffff81000000), "prev": 0.0}, j)
+		"next":  "0xffffffff81000000", "prev": nil}, j, "pointers as in args: hex strings, NULL null")
 
 	// Truncated by the byte bound: "..." where the bytes end, in every
 	// struct still open.

@@ -274,9 +274,11 @@ func (t *Tree) appendTextNode(b []byte, n *TreeNode, level int) []byte {
 //	 "func":"do_sys_openat2","ret_str":"-ENOENT","error":true,
 //	 "error_origin":"link_path_walk","call_tree":NODE}
 //
-// NODE: {"func","module"?,"depth","ts_ns" (entry),"args"?,"values"?,
-// "strings"?,"ret","ret_str","duration_ns" | "no_entry":true,
-// "entry_only"?,"error"?,"error_path"?,"error_origin"?,"children":[NODE...]}.
+// NODE: {"func","module"?,"depth","ts_ns" (entry),"args" | "regs"?,
+// "truncated"?,"string_errors"?,"values"?,"value_errors"?,"ret","ret_str",
+// "duration_ns" | "no_entry":true,
+// "entry_only"?,"error"?,"error_path"?,"error_origin"?,"children":[NODE...]};
+// its args, regs, ret and values are as in an entry or exit line (Line).
 func (t *Tree) appendJSON(b []byte, root *TreeNode) []byte {
 	e := &root.Exit
 	b = append(b, `{"type":"call_tree","ts_ns":`...)
@@ -320,7 +322,7 @@ func (t *Tree) appendJSONNode(b []byte, n *TreeNode) []byte {
 		b = strconv.AppendQuote(b, f.EntryOnly)
 	} else {
 		b = append(b, `,"ret":`...)
-		b = strconv.AppendInt(b, n.Exit.Ret, 10)
+		b = appendRetJSON(b, f, n.Exit.Ret)
 		b = append(b, `,"ret_str":"`...)
 		b = AppendRet(b, f, n.Exit.Ret)
 		b = append(b, '"')

@@ -109,16 +109,18 @@ func TestTreePerfetto(t *testing.T) {
 			assert.LessOrEqual(t, s.end, par.end, "%s at depth %d ends inside its parent", e.Name, d)
 		}
 		open = append(open[:d], s)
-		names = append(names, fmt.Sprintf("%d %s %v %v %v", d, e.Name, e.Args["ret"], e.Args["error_path"], e.Args["error_origin"]))
+		names = append(names, fmt.Sprintf("%d %s %v %v %v %v", d, e.Name, e.Args["ret"], e.Args["ret_str"], e.Args["error_path"], e.Args["error_origin"]))
 	}
 	assert.Equal(t, []string{
-		"0 do_sys_openat2 -ENOENT true <nil>",
-		"1 ext4_file_open [ext4] -ENOENT true <nil>",
-		"2 noproto -ENOENT true true",
-		"2 noproto 0 <nil> <nil>",
-		"1 ext4_file_open [ext4] 0 <nil> <nil>",
+		"0 do_sys_openat2 -2 -ENOENT true <nil>",
+		"1 ext4_file_open [ext4] -2 -ENOENT true <nil>",
+		"2 noproto -2 -ENOENT true true",
+		"2 noproto 0 0 <nil> <nil>",
+		"1 ext4_file_open [ext4] 0 0 <nil> <nil>",
 	}, names)
 	root := evs[1].Args
+	assert.Equal(t, map[string]any{"dfd": -100.0, "filename": "0xffffe2a627bc", "how": nil}, root["args"], "as a JSON line has them")
+	assert.Equal(t, []any{float64(0xffffffffffffff9c), float64(0xffffe2a627bc), 0.0, 0.0, 0.0, 0.0}, evs[3].Args["regs"], "no prototype: the raw registers")
 	assert.Equal(t, true, root["entry_call"])
 	assert.Equal(t, "noproto", root["error_origin_func"])
 	assert.Equal(t, "ENOENT", root["errno"])

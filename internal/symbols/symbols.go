@@ -213,11 +213,16 @@ func Denied(name string) string {
 
 // Proto is a function's BTF prototype, reduced to what tracing needs.
 type Proto struct {
-	Params        []Param
-	Ret           string // C type of the return value
-	RetKind       RetKind
-	RetSize       uint32 // bytes of the return type (0 unknown or void)
-	RetSigned     bool
+	Params    []Param
+	Ret       string // C type of the return value
+	RetKind   RetKind
+	RetSize   uint32 // bytes of the return type (0 unknown or void)
+	RetSigned bool
+	// RetArg classifies the return type as a parameter's (ArgBool,
+	// ArgEnum, ArgUint, ...), and RetEnum holds an enum return type's
+	// constants, so a return value prints by the rule its arguments do.
+	RetArg        ArgKind
+	RetEnum       []EnumValue
 	Varargs       bool
 	StructByValue string // first parameter passed by value as a struct/union
 	// RetStruct is set when the function returns a struct or union by
@@ -322,6 +327,12 @@ func ProtoFromBTF(fn *btf.Func) (*Proto, error) {
 	k0, sz0 := classify(fp.Return)
 	p.RetSize, p.RetSigned = sz0, k0 == ArgInt || k0 == ArgEnum
 	p.RetStruct = k0 == ArgStruct
+	p.RetArg = k0
+	if en, ok := btf.UnderlyingType(fp.Return).(*btf.Enum); ok {
+		for _, v := range en.Values {
+			p.RetEnum = append(p.RetEnum, EnumValue{v.Name, v.Value})
+		}
+	}
 	switch k, sz := k0, sz0; {
 	case fp.Return == nil || isVoid(fp.Return):
 		p.RetKind = RetVoid

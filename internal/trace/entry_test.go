@@ -148,7 +148,7 @@ func TestPipelineEntryTree(t *testing.T) {
 				Path     bool   `json:"error_path"`
 				Origin   bool   `json:"error_origin"`
 				Duration uint64 `json:"duration_ns"`
-				Args     []uint64
+				Args     map[string]any
 			}
 		} `json:"call_tree"`
 	}
@@ -166,7 +166,7 @@ func TestPipelineEntryTree(t *testing.T) {
 	assert.False(t, ct.Children[0].Path)
 	assert.True(t, ct.Children[1].Origin)
 	assert.Equal(t, uint64(1500), ct.Children[1].Duration)
-	assert.Equal(t, []uint64{3, 4}, ct.Children[1].Args)
+	assert.Equal(t, map[string]any{"inode": "0x3", "filp": "0x4"}, ct.Children[1].Args)
 	assert.Contains(t, lines[1], `"type":"summary"`)
 	assert.Contains(t, lines[1], `"entry":{"entry_calls":2,"trees_written":1,`)
 	assert.Equal(t, uint64(1), sum.Entry.Shown)
@@ -238,19 +238,20 @@ func TestPipelineEntryPerfetto(t *testing.T) {
 		assert.Equal(t, uint32(testTid), root.Tid)
 		assert.Equal(t, uint32(105), root.Pid)
 		assert.Equal(t, int64(6000), ns(root.Dur))
-		assert.Equal(t, "(dfd=-100, filename=0xffffe2a627bc, how=NULL)", root.Args["args"])
-		assert.Equal(t, "-ENOENT", root.Args["ret"])
+		assert.Equal(t, map[string]any{"dfd": -100.0, "filename": "0xffffe2a627bc", "how": nil}, root.Args["args"])
+		assert.Equal(t, -2.0, root.Args["ret"])
+		assert.Equal(t, "-ENOENT", root.Args["ret_str"])
 		assert.Equal(t, "ENOENT", root.Args["errno"])
 		assert.Equal(t, true, root.Args["entry_call"])
 		assert.Equal(t, true, root.Args["error_path"])
 		assert.Equal(t, "ext4_file_open [ext4]", root.Args["error_origin_func"])
 		assert.Nil(t, root.Args["error_origin"])
-		assert.Equal(t, "-EACCES", acc.Args["ret"])
+		assert.Equal(t, "-EACCES", acc.Args["ret_str"])
 		assert.Equal(t, "EACCES", acc.Args["errno"])
 		assert.Nil(t, acc.Args["error_path"], "another error: not on the path")
 		assert.Equal(t, int64(3000), ns(origin.Ts)-ns(root.Ts))
 		assert.Equal(t, int64(1500), ns(origin.Dur))
-		assert.Equal(t, "(inode=0x3, filp=0x4)", origin.Args["args"])
+		assert.Equal(t, map[string]any{"inode": "0x3", "filp": "0x4"}, origin.Args["args"])
 		assert.Equal(t, true, origin.Args["error_origin"])
 		assert.Equal(t, true, origin.Args["error_path"])
 		assert.Nil(t, origin.Args["entry_call"])
@@ -258,10 +259,10 @@ func TestPipelineEntryPerfetto(t *testing.T) {
 			ok := evs[4]
 			assert.Equal(t, int64(10000), ns(ok.Ts)-ns(root.Ts))
 			assert.Equal(t, int64(10000), ns(ok.Dur))
-			assert.Equal(t, "4", ok.Args["ret"])
+			assert.Equal(t, 4.0, ok.Args["ret"])
 			assert.Nil(t, ok.Args["errno"])
 			assert.Nil(t, ok.Args["error_path"])
-			assert.Equal(t, "-ENOENT", evs[5].Args["ret"])
+			assert.Equal(t, "-ENOENT", evs[5].Args["ret_str"])
 			assert.Nil(t, evs[5].Args["error_origin"], "the successful call has no error path")
 		}
 		require.NotNil(t, sum.Entry)

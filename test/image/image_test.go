@@ -496,16 +496,16 @@ func TestImageArm64InLab(t *testing.T) {
 		out, res := boot("trace", "--output", "json", "do_sys_openat2", "--", "/bin/ftprobe", "workload", "open", "--count", "3")
 		require.Equal(t, 0, res.ExitStatus, "trace passes the workload's status through")
 		type event struct {
-			Type       string   `json:"type"`
-			Func       string   `json:"func"`
-			Mode       string   `json:"mode"`
-			TGID       uint32   `json:"tgid"`
-			Args       []uint64 `json:"args"`
-			Ret        int64    `json:"ret"`
-			DurationNS uint64   `json:"duration_ns"`
-			Events     uint64   `json:"events"`
-			Entries    uint64   `json:"entries"`
-			Exits      uint64   `json:"exits"`
+			Type       string         `json:"type"`
+			Func       string         `json:"func"`
+			Mode       string         `json:"mode"`
+			TGID       uint32         `json:"tgid"`
+			Args       map[string]any `json:"args"`
+			Ret        int64          `json:"ret"`
+			DurationNS uint64         `json:"duration_ns"`
+			Events     uint64         `json:"events"`
+			Entries    uint64         `json:"entries"`
+			Exits      uint64         `json:"exits"`
 		}
 		var entries, exits, fds int
 		var summary *event
@@ -523,7 +523,7 @@ func TestImageArm64InLab(t *testing.T) {
 				assert.Equal(t, "fsession", ev.Mode, "auto picks fsession on arm64 7.3 (the tracing multi links are refused there)")
 				tgids[ev.TGID] = true
 				require.NotEmpty(t, ev.Args)
-				assert.Equal(t, uint64(1<<64-100), ev.Args[0], "dfd = AT_FDCWD (-100)")
+				assert.Equal(t, -100.0, ev.Args["dfd"], "dfd = AT_FDCWD, typed from BTF")
 				if ev.Type == "entry" {
 					entries++
 					continue

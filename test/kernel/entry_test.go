@@ -54,11 +54,15 @@ func entryModes(e *env) []string {
 
 // treeNode is a node of a "call_tree" record.
 type treeNode struct {
-	Func     string     `json:"func"`
-	Depth    int        `json:"depth"`
-	TsNs     uint64     `json:"ts_ns"`
-	Args     []uint64   `json:"args"`
-	Ret      int64      `json:"ret"`
+	Func  string `json:"func"`
+	Depth int    `json:"depth"`
+	TsNs  uint64 `json:"ts_ns"`
+	// Args holds the arguments by name, typed from BTF (a string for a
+	// `char *` read with --strings).
+	Args map[string]any `json:"args"`
+	// Ret is typed by the return type: a number for an int or long, a
+	// hex string for a pointer (ERR_PTR(-ENOENT) too: RetStr names it).
+	Ret      any        `json:"ret"`
 	RetStr   string     `json:"ret_str"`
 	Duration uint64     `json:"duration_ns"`
 	NoEntry  bool       `json:"no_entry"`
@@ -66,8 +70,6 @@ type treeNode struct {
 	Path     bool       `json:"error_path"`
 	Origin   bool       `json:"error_origin"`
 	Children []treeNode `json:"children"`
-	// Strings holds the `char *` arguments (--strings).
-	Strings map[string]*string `json:"strings"`
 	// Values holds the --arg values by expression.
 	Values map[string]any `json:"values"`
 }
@@ -82,6 +84,12 @@ type treeRecord struct {
 	Error       bool     `json:"error"`
 	ErrorOrigin string   `json:"error_origin"`
 	Tree        treeNode `json:"call_tree"`
+}
+
+// enoent reports whether n returned -ENOENT (an int or long) or
+// ERR_PTR(-ENOENT) (a pointer).
+func (n *treeNode) enoent() bool {
+	return n.RetStr == "-ENOENT" || n.RetStr == "ERR_PTR(-ENOENT)"
 }
 
 // walk calls fn for n and every node under it, with its parent (nil for
@@ -150,10 +158,11 @@ func TestEntryOpenFail(t *testing.T) {
 			// logged.
 			var ours []treeRecord
 			for _, r := range trees {
-				if fn := r.Tree.Strings["filename"]; fn != nil && *fn == "/nonexistent/ftprobe-entry" {
+				if r.Tree.Args["filename"] == "/nonexistent/ftprobe-entry" {
+					assert.EqualValues(t, -100, r.Tree.Args["dfd"], "dfd = AT_FDCWD")
 					ours = append(ours, r)
 				} else {
-					t.Logf("another failed open of the process: %+v", r.Tree.Strings)
+					t.Logf("another failed open of the process: %+v", r.Tree.Args)
 				}
 			}
 			require.Len(t, ours, 3, "one tree per failed open (--errors)")
@@ -166,7 +175,7 @@ func TestEntryOpenFail(t *testing.T) {
 				root := &r.Tree
 				assert.Equal(t, "do_sys_openat2", root.Func)
 				assert.Equal(t, 0, root.Depth)
-				assert.Equal(t, int64(-2), root.Ret)
+				assert.Equal(t, -2.0, root.Ret, "do_sys_openat2 returns a long")
 				assert.Equal(t, "-ENOENT", root.RetStr)
 				assert.NotEmpty(t, root.Children, "tree %d: the path walk under do_sys_openat2", i)
 				var origin *treeNode
@@ -185,9 +194,9 @@ func TestEntryOpenFail(t *testing.T) {
 						origin = n
 					}
 					if n.Path {
-						assert.Equal(t, int64(-2), n.Ret, "%s on the error path", n.Func)
+						assert.True(t, n.enoent(), "%s on the error path returns -ENOENT: %v %s", n.Func, n.Ret, n.RetStr)
 					}
-					if n.Ret == -2 && n.Error && (firstENOENT == nil || n.TsNs+n.Duration < firstENOENT.TsNs+firstENOENT.Duration) {
+					if n.enoent() && n.Error && (firstENOENT == nil || n.TsNs+n.Duration < firstENOENT.TsNs+firstENOENT.Duration) {
 						firstENOENT = n
 					}
 				})
@@ -195,7 +204,7 @@ func TestEntryOpenFail(t *testing.T) {
 				assert.Equal(t, r.ErrorOrigin, origin.Func)
 				assert.Same(t, firstENOENT, origin, "tree %d: the origin is the first call that returned -ENOENT (%s), not %s", i, firstENOENT.Func, origin.Func)
 				for _, c := range origin.Children {
-					assert.NotEqual(t, int64(-2), c.Ret, "the origin's child %s", c.Func)
+					assert.False(t, c.enoent(), "the origin's child %s: %v %s", c.Func, c.Ret, c.RetStr)
 				}
 				for _, n := range names {
 					if strings.HasPrefix(n, "link_path_walk") {
@@ -404,7 +413,7 @@ func TestEntryPerfetto(t *testing.T) {
 		d := int(ev.Args["depth"].(float64))
 		if d == 0 {
 			cur = nil
-			if a, _ := ev.Args["args"].(string); ev.Name == "do_sys_openat2" && strings.Contains(a, `filename="`+path+`"`) {
+			if a, _ := ev.Args["args"].(map[string]any); ev.Name == "do_sys_openat2" && a["filename"] == path {
 				cur = &root{s: ev}
 				ours = append(ours, cur)
 			} else {
@@ -429,7 +438,9 @@ func TestEntryPerfetto(t *testing.T) {
 	linkTraced := strings.Contains(string(b), `"name":"link_path_walk`)
 	for i, r := range ours {
 		a := r.s.Args
-		assert.Equal(t, "-ENOENT", a["ret"], "root %d", i)
+		assert.Equal(t, "-ENOENT", a["ret_str"], "root %d", i)
+		assert.EqualValues(t, -2, a["ret"], "root %d", i)
+		assert.EqualValues(t, -100, a["args"].(map[string]any)["dfd"], "root %d: dfd = AT_FDCWD", i)
 		assert.Equal(t, "ENOENT", a["errno"])
 		assert.Equal(t, true, a["entry_call"])
 		assert.Equal(t, true, a["error_path"])
@@ -439,11 +450,11 @@ func TestEntryPerfetto(t *testing.T) {
 		o := r.origin[0]
 		assert.Equal(t, a["error_origin_func"], o.Name)
 		assert.Equal(t, true, o.Args["error_path"])
-		assert.Contains(t, []any{"-ENOENT", "ERR_PTR(-ENOENT)"}, o.Args["ret"], "the origin %s returned the root's error", o.Name)
+		assert.Contains(t, []any{"-ENOENT", "ERR_PTR(-ENOENT)"}, o.Args["ret_str"], "the origin %s returned the root's error", o.Name)
 		if linkTraced {
 			assert.True(t, strings.HasPrefix(o.Name, "link_path_walk"), "root %d: link_path_walk is traced, origin %s", i, o.Name)
 		}
-		t.Logf("root %d: %s%s = %s, %d slices under it, origin %s", i, r.s.Name, a["args"], a["ret"], r.kids, o.Name)
+		t.Logf("root %d: %s%v = %s, %d slices under it, origin %s", i, r.s.Name, a["args"], a["ret_str"], r.kids, o.Name)
 	}
 	assert.Contains(t, stderr, "--entry: ")
 	assertNothingAttached(t)

@@ -52,7 +52,7 @@ func TestArgFilter(t *testing.T) {
 			assert.Len(t, evs, 5, "deferred exits only, no vfs_write")
 			for _, ev := range reads {
 				assert.EqualValues(t, 1, ev["ret"])
-				assert.EqualValues(t, 1, argInt32(ev, 2), "count argument")
+				assert.EqualValues(t, 1, argNum(t, ev, "count"), "count argument")
 				assert.Equal(t, map[string]any{"file->f_path.dentry->d_name.name": "hostname", "count": int64OrNum(1)}, numValues(ev["values"]))
 			}
 			for _, ev := range opens {
@@ -253,7 +253,7 @@ func TestFilterOnly(t *testing.T) {
 			require.Len(t, entries, 3, "%v", evs)
 			assert.Len(t, filterEvents(evs, "exit", "vfs_read"), 3)
 			for i, ev := range entries {
-				assert.EqualValues(t, 1, argInt32(ev, 2), "entry %d: count", i)
+				assert.EqualValues(t, 1, argNum(t, ev, "count"), "entry %d: count", i)
 			}
 			assert.EqualValues(t, 1, sum.Losses.FilterRejects)
 			assert.Zero(t, sum.Losses.ExprFaults)
@@ -284,8 +284,8 @@ func TestFilterTwoValuesStrings(t *testing.T) {
 			entries := filterEvents(evs, "entry", "vfs_read")
 			require.Len(t, entries, 2, "%v", evs)
 			assert.Len(t, filterEvents(evs, "exit", "vfs_read"), 2)
-			assert.EqualValues(t, 1, argInt32(entries[0], 2), "the first one-byte read")
-			assert.EqualValues(t, 4, argInt32(entries[1], 2), "the four-byte read")
+			assert.EqualValues(t, 1, argNum(t, entries[0], "count"), "the first one-byte read")
+			assert.EqualValues(t, 4, argNum(t, entries[1], "count"), "the four-byte read")
 			assert.EqualValues(t, 2, sum.Losses.FilterRejects, "the reads at f_pos 1 and 2")
 			assert.Zero(t, sum.Losses.ExprFaults)
 
@@ -301,7 +301,7 @@ func TestFilterTwoValuesStrings(t *testing.T) {
 			for i, ev := range evs {
 				assert.Equal(t, "exit", ev["type"], "event %d: the exit stands for its entry", i)
 				assert.Equal(t, "-ENOENT", ev["ret_str"], "event %d", i)
-				assert.Equal(t, map[string]any{"filename": "/no/such/file"}, ev["strings"], "event %d", i)
+				assert.Equal(t, "/no/such/file", ev["args"].(map[string]any)["filename"], "event %d", i)
 				assert.NotEmpty(t, ev["stack"], "event %d: a kernel stack", i)
 			}
 			assert.EqualValues(t, 1, sum.Losses.FilterRejects, "the open that succeeded")

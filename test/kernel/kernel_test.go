@@ -191,9 +191,18 @@ func tryAttach(e *env, mode, fn string) error {
 	return tr.Close()
 }
 
-// needMode skips when the kernel lacks mode, naming the reason.
+// needMode skips when the kernel lacks mode, naming the reason. A mode
+// the environment has not tried yet (one of attach.TraceModes that modes
+// lacks) is tried now, the same way.
 func needMode(t *testing.T, e *env, mode string) {
 	t.Helper()
+	if _, tried := e.works[mode]; !tried {
+		err := tryAttach(e, mode, "do_sys_openat2")
+		e.works[mode] = err == nil
+		if err != nil {
+			e.reason[mode] = err.Error()
+		}
+	}
 	if !e.works[mode] {
 		if want, known := e.exp[mode]; inLab() && (!known || want == "") {
 			// The expectation table says this kernel has the mode, or
@@ -343,13 +352,44 @@ func num(v any) int64 {
 	return -1 << 62
 }
 
-func argInt32(e map[string]any, i int) int32 {
-	args := e["args"].([]any)
-	u, err := strconv.ParseUint(string(args[i].(json.Number)), 10, 64)
-	if err != nil {
-		return -1 << 30
+// argNum returns argument name of a JSON event: its "args" object holds
+// the arguments by name, typed from BTF as the text line shows them (int
+// dfd = AT_FDCWD is -100). A number as is (an unsigned one above
+// math.MaxInt64 as its bits), a hex string (a pointer, a small struct by
+// value) parsed, null (NULL) as 0. It fails the test when the event has
+// no such argument.
+func argNum(t *testing.T, e map[string]any, name string) int64 {
+	t.Helper()
+	args, ok := e["args"].(map[string]any)
+	require.True(t, ok, "no args object: %v", e)
+	v, ok := args[name]
+	require.True(t, ok, "no argument %s: %v", name, args)
+	return jsonNum(t, v)
+}
+
+// jsonNum is the number a typed JSON value stands for (argNum).
+func jsonNum(t *testing.T, v any) int64 {
+	t.Helper()
+	switch x := v.(type) {
+	case nil:
+		return 0
+	case int64:
+		return x
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		u, err := strconv.ParseUint(string(x), 10, 64)
+		require.NoError(t, err, "%s", x)
+		return int64(u)
+	case string:
+		require.True(t, strings.HasPrefix(x, "0x"), "%q: not a hex string", x)
+		u, err := strconv.ParseUint(x[2:], 16, 64)
+		require.NoError(t, err, "%q", x)
+		return int64(u)
 	}
-	return int32(u)
+	t.Fatalf("%v (%T): not a number, hex string or null", v, v)
+	return 0
 }
 
 func TestTraceOpenAndRead(t *testing.T) {
@@ -376,20 +416,20 @@ func TestTraceOpenAndRead(t *testing.T) {
 			for i, ev := range entries {
 				assert.EqualValues(t, pid, ev["tgid"])
 				assert.Contains(t, eventModes(mode), ev["mode"])
-				assert.EqualValues(t, -100, argInt32(ev, 0), "dfd = AT_FDCWD")
+				assert.EqualValues(t, -100, argNum(t, ev, "dfd"), "dfd = AT_FDCWD")
 				assert.Equal(t, exits[i]["tid"], ev["tid"])
 			}
 			assert.EqualValues(t, openRes.LastFD, exits[0]["ret"], "returned fd")
 			assert.EqualValues(t, readRes.LastFD, exits[3]["ret"], "returned fd")
 			for _, ev := range exits {
 				assert.Greater(t, num(ev["duration_ns"]), int64(0))
-				assert.EqualValues(t, -100, argInt32(ev, 0), "exit carries entry args")
+				assert.EqualValues(t, -100, argNum(t, ev, "dfd"), "exit carries entry args")
 			}
 			rexits := filterEvents(evs, "exit", "vfs_read")
 			require.Len(t, rexits, 4, "vfs_read exits")
 			for _, ev := range rexits {
 				assert.EqualValues(t, 1, ev["ret"], "1-byte read")
-				assert.EqualValues(t, 1, argInt32(ev, 2), "count argument")
+				assert.EqualValues(t, 1, argNum(t, ev, "count"), "count argument")
 			}
 			assert.EqualValues(t, 16, sum.Events)
 			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
@@ -412,7 +452,7 @@ func TestErrorsFilter(t *testing.T) {
 				assert.Equal(t, "exit", ev["type"])
 				assert.EqualValues(t, -2, ev["ret"])
 				assert.Equal(t, "-ENOENT", ev["ret_str"])
-				assert.EqualValues(t, -100, argInt32(ev, 0), "deferred exit carries entry args")
+				assert.EqualValues(t, -100, argNum(t, ev, "dfd"), "deferred exit carries entry args")
 			}
 		})
 	}
@@ -1163,10 +1203,9 @@ func TestSameEventsAsFentry(t *testing.T) {
 			key := fmt.Sprintf("%v %v", ev["type"], ev["func"])
 			if ev["type"] == "entry" {
 				var args []string
-				for _, a := range ev["args"].([]any) {
-					u, err := strconv.ParseUint(string(a.(json.Number)), 10, 64)
-					require.NoError(t, err)
-					args = append(args, norm(int64(u)))
+				m := ev["args"].(map[string]any)
+				for _, k := range slices.Sorted(maps.Keys(m)) {
+					args = append(args, k+"="+norm(jsonNum(t, m[k])))
 				}
 				key += " args=" + strings.Join(args, ",")
 			} else {
@@ -1216,12 +1255,12 @@ func TestStrings(t *testing.T) {
 			require.Len(t, entries, 4)
 			require.Len(t, exits, 4)
 			for i, want := range []string{"/etc/hostname", "/etc/hostname", "/no/such/file"} {
-				assert.EqualValues(t, -100, argInt32(entries[i], 0), "dfd = AT_FDCWD")
-				assert.Equal(t, map[string]any{"filename": want}, entries[i]["strings"], "entry %d", i)
+				assert.EqualValues(t, -100, argNum(t, entries[i], "dfd"), "dfd = AT_FDCWD")
+				assert.Equal(t, want, entries[i]["args"].(map[string]any)["filename"], "entry %d", i)
 				assert.NotContains(t, entries[i], "truncated")
 			}
 			assert.Equal(t, "-ENOENT", exits[2]["ret_str"], "the missing file")
-			assert.Equal(t, map[string]any{"filename": long[:127]}, entries[3]["strings"], "first 127 bytes")
+			assert.Equal(t, long[:127], entries[3]["args"].(map[string]any)["filename"], "first 127 bytes")
 			assert.Equal(t, []any{"filename"}, entries[3]["truncated"])
 			assert.Zero(t, sum.Losses.StringFaults, "resident user buffers read without a fault")
 			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
@@ -1235,7 +1274,7 @@ func TestStrings(t *testing.T) {
 			})
 			require.Len(t, evs, 1)
 			assert.Equal(t, "-ENOENT", evs[0]["ret_str"])
-			assert.Equal(t, map[string]any{"filename": "/no/such/file"}, evs[0]["strings"])
+			assert.Equal(t, "/no/such/file", evs[0]["args"].(map[string]any)["filename"])
 			assertNothingAttached(t)
 		})
 	}
@@ -1808,7 +1847,7 @@ func TestEntryOnlyThreadExit(t *testing.T) {
 			assert.Equal(t, "do_exit", ev["func"])
 			assert.EqualValues(t, tid, num(ev["tid"]))
 			assert.EqualValues(t, os.Getpid(), num(ev["tgid"]))
-			assert.EqualValues(t, 0, argInt32(ev, 0), "exit(0): code 0")
+			assert.EqualValues(t, 0, argNum(t, ev, "code"), "exit(0): code 0")
 			assert.Equal(t, "noreturn", ev["entry_only"])
 			assert.Contains(t, append(eventModes(mode), attach.ModeFentry), ev["mode"])
 			assert.EqualValues(t, 1, sum.Entries)
@@ -1943,16 +1982,16 @@ func TestEntryOnlyNoreturn(t *testing.T) {
 			// One exit_group (the command's os.Exit(2), first, alone),
 			// every other thread through the group exit's SIGKILL.
 			require.NotEmpty(t, groupExits, "do_group_exit entries")
-			codes := map[int32]int{}
+			codes := map[int64]int{}
 			for _, m := range groupExits {
-				codes[argInt32(m, 0)]++
+				codes[argNum(t, m, "exit_code")]++
 			}
 			assert.Equal(t, 1, codes[2<<8], "one do_group_exit(512): %v", codes)
 			assert.Equal(t, len(groupExits)-1, codes[9], "the others with SIGKILL: %v", codes)
 			// Every thread enters do_exit once, with the group's code.
 			require.NotEmpty(t, exits, "do_exit entries")
 			for _, m := range exits {
-				assert.EqualValues(t, 2<<8, argInt32(m, 0), "do_exit code")
+				assert.EqualValues(t, 2<<8, argNum(t, m, "code"), "do_exit code")
 			}
 			for tid, n := range exitTids {
 				assert.Equal(t, 1, n, "do_exit entries of tid %d", tid)
@@ -2032,7 +2071,7 @@ func TestPidExitsLater(t *testing.T) {
 	var opens int
 	for _, m := range evs {
 		assert.EqualValues(t, pid, num(m["tgid"]))
-		if m["type"] == "entry" && argInt32(m, 0) == -100 {
+		if m["type"] == "entry" && argNum(t, m, "dfd") == -100 {
 			opens++
 		}
 	}
@@ -2081,7 +2120,7 @@ func TestArgReads(t *testing.T) {
 			entries := filterEvents(evs, "entry", "vfs_read")
 			require.Len(t, entries, 3, "%v", evs)
 			for i, ev := range entries {
-				assert.EqualValues(t, 1, argInt32(ev, 2), "entry %d: count", i)
+				assert.EqualValues(t, 1, argNum(t, ev, "count"), "entry %d: count", i)
 			}
 			assert.Len(t, filterEvents(evs, "exit", "vfs_read"), 3)
 			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)

@@ -42,7 +42,7 @@ func TestLeafRecords(t *testing.T) {
 					if ev["type"] == "entry" {
 						open[fn] = ev
 						if fn == "vfs_read" {
-							assert.EqualValues(t, 1, argU(t, ev, 2), "vfs_read's count")
+							assert.EqualValues(t, 1, argNum(t, ev, "count"), "vfs_read's count")
 						}
 						continue
 					}

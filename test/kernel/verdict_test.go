@@ -82,17 +82,6 @@ func wideWorkload(t *testing.T) {
 	unix.Setfsuid(0)
 }
 
-func argU(t *testing.T, e map[string]any, i int) uint64 {
-	t.Helper()
-	args, ok := e["args"].([]any)
-	require.True(t, ok, "no args: %v", e)
-	require.Greater(t, len(args), i, "args: %v", args)
-	s := fmt.Sprint(args[i])
-	u, err := strconv.ParseUint(s, 10, 64)
-	require.NoError(t, err, s)
-	return u
-}
-
 // TestWideFunctions: functions with 9-12 arguments and small structs by
 // value are listed traceable where trials say the kernel takes them (arm64
 // 7.3 and amd64 7.3 must), traced in fentry and fsession mode with real
@@ -166,10 +155,10 @@ func TestWideFunctions(t *testing.T) {
 			mm := filterEvents(evs, "entry", "do_mmap")
 			require.Len(t, mm, 2, "do_mmap entries")
 			for _, ev := range mm {
-				assert.EqualValues(t, 0, argU(t, ev, 0), "file = NULL (anonymous)")
-				assert.EqualValues(t, mmapLen, argU(t, ev, 2), "len")
-				assert.EqualValues(t, unix.PROT_READ|unix.PROT_WRITE, argU(t, ev, 3), "prot")
-				assert.EqualValues(t, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, argU(t, ev, 4)&0xff, "flags")
+				assert.EqualValues(t, 0, argNum(t, ev, "file"), "file = NULL (anonymous)")
+				assert.EqualValues(t, mmapLen, argNum(t, ev, "len"), "len")
+				assert.EqualValues(t, unix.PROT_READ|unix.PROT_WRITE, argNum(t, ev, "prot"), "prot")
+				assert.EqualValues(t, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, argNum(t, ev, "flags")&0xff, "flags")
 			}
 			require.Len(t, filterEvents(evs, "exit", "do_mmap"), 2)
 			for _, ev := range filterEvents(evs, "exit", "do_mmap") {
@@ -178,13 +167,13 @@ func TestWideFunctions(t *testing.T) {
 			skb := filterEvents(evs, "entry", "ip_make_skb")
 			require.Len(t, skb, 3, "ip_make_skb entries")
 			for _, ev := range skb {
-				assert.EqualValues(t, udpBytes+8, argU(t, ev, 4), "length: payload plus UDP header")
-				assert.EqualValues(t, 8, argU(t, ev, 5), "transhdrlen")
+				assert.EqualValues(t, udpBytes+8, argNum(t, ev, "length"), "length: payload plus UDP header")
+				assert.EqualValues(t, 8, argNum(t, ev, "transhdrlen"), "transhdrlen")
 			}
 			uid := filterEvents(evs, "entry", "from_kuid_munged")
 			require.Len(t, uid, 3, "from_kuid_munged entries")
-			got := []uint64{argU(t, uid[0], 1) & 0xffffffff, argU(t, uid[1], 1) & 0xffffffff, argU(t, uid[2], 1) & 0xffffffff}
-			assert.Equal(t, []uint64{0, fsuidTest, fsuidTest}, got, "kuid_t by value: the old fsuid")
+			got := []int64{argNum(t, uid[0], "kuid") & 0xffffffff, argNum(t, uid[1], "kuid") & 0xffffffff, argNum(t, uid[2], "kuid") & 0xffffffff}
+			assert.Equal(t, []int64{0, fsuidTest, fsuidTest}, got, "kuid_t by value (a hex string: a struct in a register): the old fsuid")
 			for _, ev := range filterEvents(evs, "exit", "from_kuid_munged") {
 				assert.Contains(t, []int64{0, fsuidTest}, num(ev["ret"]))
 			}
