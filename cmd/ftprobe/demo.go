@@ -35,7 +35,7 @@ command runs it in the lab: ftprobe vm --kernel debian:7.3 --arch arm64 -- demo`
 			w := cmd.OutOrStdout()
 			ran := 0
 			var lastErr error
-			for _, mode := range []string{attach.ModeFentry, attach.ModeKprobeMulti} {
+			for _, mode := range []string{attach.ModeFentryFexit, attach.ModeKprobeMulti} {
 				fmt.Fprintf(w, "\n=== %s on %s: ftprobe trace --mode %s do_sys_openat2 vfs_read -- ftprobe workload read --count %d\n", mode, kin, mode, count)
 				_, err := trace.Run(cmd.Context(), trace.Options{
 					Patterns: []string{"do_sys_openat2", "vfs_read"}, Mode: mode, Output: "text",

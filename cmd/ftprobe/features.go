@@ -18,9 +18,9 @@ func newFeaturesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "features",
 		Short: "Report which attach modes work on this kernel, proven by a real load and attach, with reasons",
-		Long: `features loads and attaches a trivial counting program to ` + features.Target + ` in each
-mode (fentry, fexit, kprobe.multi, kretprobe.multi, kprobe.session, kprobe,
-kretprobe, tp_btf), detaches it, and reports the kernel release, BTF, tracefs,
+		Long: `features loads and attaches a trivial counting program to ` + features.Target + ` through
+each attach path (` + wrapList(features.Modes, 0, 60) + `),
+detaches it, and reports the kernel release, BTF, tracefs,
 lockdown, capabilities and the kernel config that decides each verdict.
 Without CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) it still prints the
 report, then exits 2 naming the missing capabilities.`,

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -42,18 +40,23 @@ func traceCmd(stat bool) *cobra.Command {
 PATTERN is an exact name (do_sys_openat2), a glob (vfs_*), a module-qualified
 name ('name [module]', module:glob) or name@ADDRESS for one copy of a
 duplicated static function. Candidates come from available_filter_functions;
-fentry also needs a BTF prototype.
+the trampoline modes also need a BTF prototype.
 
---mode fentry attaches an fentry and an fexit program per function (BPF
-trampolines via ftrace direct calls); kprobe-multi attaches one kprobe.multi
-and one kretprobe.multi link for all functions (fprobe); kprobe one kprobe and
-kretprobe per function (the fallback where neither exists). On Linux 7.x,
-fsession attaches one trampoline program per function that runs at entry and
-at exit, and fentry-multi one tracing multi link for all functions
-(fsession.multi, or fentry.multi + fexit.multi). auto picks from what the
-kernel supports and how many functions match, and says why. A function
-that never returns (do_exit, do_group_exit, make_task_dead, ...) is traced
-at entry only, in every mode: no exit probe, nothing counted lost for it.
+--mode names the kernel attach paths a mode links, joined by '+':
+fentry+fexit attaches an fentry and an fexit program per function (BPF
+trampolines via ftrace direct calls); kprobe.multi+kretprobe.multi one
+kprobe.multi and one kretprobe.multi link for all functions (fprobe, 5.18);
+kprobe.session one link whose program runs at entry and at return (ftprobe's
+program needs 7.0); kprobe+kretprobe one kprobe and kretprobe per function
+(the fallback where neither exists). On Linux 7.x, fsession attaches one
+trampoline program per function that runs at entry and at exit,
+fsession.multi one such link for all functions, and fentry.multi+fexit.multi
+one fentry.multi and one fexit.multi link for all functions. Each mode is one
+way of attaching: a kernel that lacks it exits 3 with the reason. auto picks
+from what the kernel supports and how many functions match (the session
+modes before their pairs), and says why. A function that never returns
+(do_exit, do_group_exit, make_task_dead, ...) is traced at entry only, in
+every mode: no exit probe, nothing counted lost for it.
 
 --pid and --tid must name a live process and thread when the trace starts.
 
@@ -65,7 +68,7 @@ marked with '!' and '<- error origin'.
 With -- COMMAND, ftprobe starts the command, traces only its process tree
 (filtered in the kernel) and exits with the command's status.`,
 		Example: `  ftprobe trace do_sys_openat2 vfs_read -- ftprobe workload open --count 3
-  ftprobe trace --mode kprobe-multi 'vfs_*' --exclude 'vfs_statx*' --duration 5s
+  ftprobe trace --mode kprobe.multi+kretprobe.multi 'vfs_*' --exclude 'vfs_statx*' --duration 5s
   ftprobe trace --errors --output json do_sys_openat2 -o trace.jsonl
   ftprobe trace vfs_read --arg 'file->f_path.dentry->d_name.name' --filter 'count == 1' -- ftprobe workload read
   ftprobe trace do_sys_openat2 --filter 'ret == -ENOENT' --arg filename -- ftprobe workload openfail
@@ -132,7 +135,7 @@ histogram bucket holding the nearest rank: within 6.25% of the exact value.
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "no per-call events: print only the kernel-built --summary/--hist tables (to stdout), as stat does")
 	f.BoolVar(&o.LiveEntries, "live-entries", false, "send each entry when its call starts (by default a call with no traced call inside it sends its entry with its exit, in one ringbuf record: the same events, fewer records, but a long leaf call's entry shows only when it returns)")
 	f.DurationVar(&interval, "interval", 0, "with stat or --quiet: print the tables of the last interval at this period")
-	f.StringVar(&o.Mode, "mode", "auto", "auto, fentry, kprobe-multi, kprobe, fsession or fentry-multi")
+	f.StringVar(&o.Mode, "mode", trace.ModeAuto, "attach mode, named by its kernel attach paths: "+orList(traceModeNames())+" (one way each: a kernel without it exits 3; auto picks)")
 	f.StringArrayVar(&o.Excludes, "exclude", nil, "remove functions matching GLOB (repeatable)")
 	f.StringVar(&o.Output, "output", "text", "text, json (JSON lines, field names in README) or perfetto (Chrome trace-event JSON for ui.perfetto.dev; use with -o FILE.json)")
 	f.StringVarP(&outFile, "out", "o", "", "write events to FILE")
@@ -178,8 +181,8 @@ func checkTraceInput(o *trace.Options) error {
 			return fmt.Errorf("trace --exclude: %w", err)
 		}
 	}
-	if o.Mode != "auto" && !slices.Contains(trace.Modes, o.Mode) {
-		return fmt.Errorf("--mode %q: want auto, %s", o.Mode, strings.Join(trace.Modes, ", "))
+	if err := checkTraceMode(o.Mode); err != nil {
+		return err
 	}
 	if o.Count < 0 {
 		return fmt.Errorf("--count %d: want 0 (no limit) or more", o.Count)
@@ -226,7 +229,7 @@ func checkTraceInput(o *trace.Options) error {
 }
 
 // attachProgress draws a progress bar on a terminal stderr for attaches of
-// more than 50 functions (one trampoline each in fentry mode).
+// more than 50 functions (one trampoline each in fentry+fexit mode).
 func attachProgress(cmd *cobra.Command) func(done, total int) {
 	f, ok := cmd.ErrOrStderr().(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {

@@ -26,7 +26,7 @@ import (
 type Options struct {
 	Patterns     []string
 	Excludes     []string
-	Mode         string // auto, fentry, kprobe-multi
+	Mode         string // auto ("" too) or one of Modes
 	Filters      attach.Filters
 	Output       string // text, json or perfetto
 	Out          io.Writer
@@ -211,12 +211,23 @@ func (s *Summary) JSON() []byte {
 	return append(b, '\n')
 }
 
-// autoFentryLimit: above this many functions auto prefers kprobe-multi,
-// whose one link attaches in one syscall, over one trampoline per function.
+// autoFentryLimit: above this many functions auto prefers kprobe.session
+// or kprobe.multi+kretprobe.multi, whose one link attaches in one syscall,
+// over one trampoline per function.
 const autoFentryLimit = 64
 
-// Modes are the attach modes --mode accepts besides auto.
-var Modes = []string{attach.ModeFentry, attach.ModeKprobeMulti, attach.ModeKprobe, attach.ModeFSession, attach.ModeFentryMulti}
+// ModeAuto lets trace pick the mode (autoOrder).
+const ModeAuto = "auto"
+
+// Modes are the attach modes --mode accepts besides auto: the registry's
+// (attach.TraceModes), in its order.
+var Modes = func() []string {
+	var out []string
+	for _, m := range attach.TraceModes {
+		out = append(out, m.Name)
+	}
+	return out
+}()
 
 // Run performs the trace until ctx ends, Count events, Duration, or the end
 // of Command. It returns the summary; the error carries an exit code
@@ -328,11 +339,7 @@ func (s *session) reportAttached(o Options, t *attach.Tracer, res *symbols.Resol
 			fmt.Fprintf(o.Log, "ftprobe: %s\n", argReadsText(direct, refused))
 		}
 	}
-	variant := ""
-	if t.Variant != "" {
-		variant = " (" + t.Variant + ")"
-	}
-	fmt.Fprintf(o.Log, "ftprobe: tracing %d functions in %s mode%s (%s)\n", len(t.Attached), t.Mode, variant, res.SkipSummary())
+	fmt.Fprintf(o.Log, "ftprobe: tracing %d functions in %s mode (%s)\n", len(t.Attached), t.Mode, res.SkipSummary())
 }
 
 // argReadsText says how the per-function trampoline programs read their
