@@ -126,7 +126,10 @@ func sampleMem() (rss, heap uint64) {
 type Summary struct {
 	// Type is "summary": the record's kind among the JSON lines of a
 	// trace (entry, exit, comm, stat, summary).
-	Type      string `json:"type"`
+	Type string `json:"type"`
+	// Mode is the trace mode attached (a --mode name: fentry+fexit,
+	// ..., kprobe+kretprobe; auto's mixed trace, its trampoline mode and
+	// its fprobe mode joined by '+').
 	Mode      string `json:"mode"`
 	Functions int    `json:"functions"`
 	// Skipped counts the matched functions not traced (the plan's skip
