@@ -106,7 +106,7 @@ enum ftp_func_flags {
 
 /* An entry predicate that reads argument registers only (xprog.entry_regs)
  * in the cookie's flags, for the fentry and session programs (fentry,
- * fentry-multi, fsession, fsession.multi, kprobe.session): its xpred
+ * fentry.multi, fsession, fsession.multi, kprobe.session): its xpred
  * program number (1 .. FTP_FN_PRED_MAX; 0: none here, look up xprogs) in
  * bits 28-31 and its pred_nargs in bits 5-7. A call it rejects is decided
  * without the xprogs lookup at entry (and again at the fexit in the
@@ -1364,7 +1364,7 @@ static __always_inline int outside_window(__u64 pid_tgid, __u64 cookie)
  * argument registers only (regs_only) or memory rejects leaves its mark
  * on the thread's frame stack for its exit (rejected_at_entry, on_exit):
  * not in the session modes (the exit run is skipped or sees the session
- * cookie) nor, for a registers-only predicate, in fentry and fentry-multi
+ * cookie) nor, for a registers-only predicate, in the fentry+fexit pairs
  * (the fexit decides again). */
 static __always_inline int marks_rejected(__u8 mode, int regs_only)
 {
@@ -1375,7 +1375,7 @@ static __always_inline int marks_rejected(__u8 mode, int regs_only)
 
 /* rejected_at_entry runs the function's entry predicate psel
  * (entry_pred) on args: 1 when it rejects the call (counted). Session
- * modes skip or ignore the exit run; fentry and fentry-multi, when the
+ * modes skip or ignore the exit run; the fentry+fexit pairs, when the
  * predicate reads argument registers only, let the fexit decide again
  * (on_exit); in the other modes (marks_rejected) the exit runs
  * regardless and must not be taken for an outer call of the same
@@ -1554,7 +1554,7 @@ static __always_inline __s64 normalize_ret(__u32 flags, __u64 raw, int *is_err)
 }
 
 /* exit_rejects is the fexit's second decision of an entry predicate that
- * reads argument registers only (fentry, fentry-multi): 1 when it rejects
+ * reads argument registers only (fentry, fentry.multi): 1 when it rejects
  * the call. Not counted (the entry counted it). */
 static __always_inline int exit_rejects(void *ctx, __u64 cookie)
 {
@@ -1576,7 +1576,7 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs,
 	if (!decided && !armed)
 		return;
 	__u64 cookie = 0;
-	/* An entry predicate in fentry and fentry-multi modes: when it
+	/* An entry predicate in the fentry+fexit pair modes: when it
 	 * reads argument registers only, the fexit has the same registers and
 	 * decides again, so a rejected entry pushed no frame (tramp_entry,
 	 * rejected_at_entry; counted there). Decided first: nothing is counted
@@ -1928,8 +1928,8 @@ FTP_FEXIT(ftp_fexit_multi, FTP_MODE_FENTRY_MULTI)
  * returns after reading it. kprobe.session (6.10) skips the return run of
  * a call whose entry returns 1. The kfuncs take ctx since 7.0 (kernel
  * commit "bpf: add fsession support"); a kernel with the older prototype
- * refuses ftp_ksession, and kprobe-multi mode then uses the kprobe.multi +
- * kretprobe.multi pair. */
+ * refuses ftp_ksession: kprobe.session mode is unsupported there, and auto
+ * then takes the kprobe.multi+kretprobe.multi pair. */
 extern _Bool bpf_session_is_return(void *ctx) __ksym;
 extern __u64 *bpf_session_cookie(void *ctx) __ksym;
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,7 +64,13 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"trace", "vfs_read@xyz"}, `pattern "vfs_read@xyz": bad address after @`},
 		{[]string{"trace", "--exclude", "[", "vfs_*"}, `trace --exclude: pattern "[": syntax error in pattern`},
 		// trace: flag values.
-		{[]string{"trace", "--mode", "bogus", "vfs_read"}, `--mode "bogus": want auto, fentry, kprobe-multi, kprobe, fsession, fentry-multi`},
+		{[]string{"trace", "--mode", "bogus", "vfs_read"}, `--mode "bogus": want auto, fentry+fexit, fsession, fsession.multi, fentry.multi+fexit.multi, kprobe.session, kprobe.multi+kretprobe.multi, kprobe+kretprobe`},
+		// A name another command takes: what it is, and what this one takes instead.
+		{[]string{"trace", "--mode", "fentry", "vfs_read"}, "--mode fentry: fentry is one attach path, measured by compare --mode; trace and stat take fentry+fexit or fsession (modes: auto, fentry+fexit, fsession, fsession.multi, fentry.multi+fexit.multi, kprobe.session, kprobe.multi+kretprobe.multi, kprobe+kretprobe)"},
+		{[]string{"stat", "--mode", "kprobe.multi", "vfs_read"}, "--mode kprobe.multi: kprobe.multi is one attach path, measured by compare --mode; trace and stat take kprobe.session or kprobe.multi+kretprobe.multi (modes: "},
+		{[]string{"trace", "--mode", "fexit.multi", "vfs_read"}, "trace and stat take fsession.multi or fentry.multi+fexit.multi (modes: "},
+		{[]string{"trace", "--mode", "raw_tp", "vfs_read"}, "--mode raw_tp: raw_tp is one attach path, measured by compare --mode; trace and stat attach no mode through it (modes: "},
+		{[]string{"trace", "--mode", "tp_btf", "vfs_read"}, "--mode tp_btf: tp_btf is one attach path, reported by features; trace and stat attach no mode through it (modes: "},
 		{[]string{"trace", "--output", "xml", "vfs_read"}, `--output "xml": want text, json or perfetto`},
 		{[]string{"trace", "--graph", "--output", "json", "vfs_read"}, "--graph with --output json: the call graph is a text view"},
 		{[]string{"trace", "--count", "-1", "vfs_read"}, "--count -1: want 0 (no limit) or more"},
@@ -129,7 +136,10 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"compare", "--trigger", "bogus"}, `--trigger "bogus": want kernel, syscall`},
 		{[]string{"compare", "--body", "bogus"}, `--body "bogus": want empty, trace, exit-only, agg, filtered`},
 		{[]string{"compare", "--crowd-by", "bogus"}, `--crowd-by "bogus": want fentry, kprobe.multi`},
-		{[]string{"compare", "--mode", "bogus"}, `--mode "bogus": want one of fentry, fexit`},
+		{[]string{"compare", "--mode", "bogus"}, `--mode "bogus": want fentry, fexit, fentry+fexit, fsession, fentry.multi, fexit.multi, fsession.multi, kprobe.multi, kretprobe.multi, kprobe.multi+kretprobe.multi, kprobe.session, kprobe, kretprobe, kprobe+kretprobe, raw_tp`},
+		{[]string{"compare", "--mode", "fentry,auto"}, "--mode auto: auto is a trace and stat mode (the kernel's best attach path); compare measures each attach path or pair by name (modes: fentry, fexit, fentry+fexit, fsession, fentry.multi, fexit.multi, fsession.multi, kprobe.multi, kretprobe.multi, kprobe.multi+kretprobe.multi, kprobe.session, kprobe, kretprobe, kprobe+kretprobe, raw_tp)"},
+		{[]string{"compare", "--mode", "fentry.multi+fexit.multi"}, "--mode fentry.multi+fexit.multi: fentry.multi+fexit.multi is a trace and stat mode; compare measures its attach paths one by one: fentry.multi, fexit.multi (modes: "},
+		{[]string{"compare", "--mode", "tp_btf"}, "--mode tp_btf: tp_btf is one attach path, reported by features; compare does not measure it (modes: "},
 		{[]string{"compare", "--attach-n", "1,x"}, `--attach-n "1,x": want comma-separated non-negative integers`},
 		{[]string{"compare", "--crowd-k", "-1"}, `--crowd-k "-1": want comma-separated non-negative integers`},
 		{[]string{"compare", "--buffer-size", "1000"}, "--buffer-size: ringbuf size 1000: must be a power-of-two multiple of the page size"},
@@ -165,6 +175,9 @@ func TestCLIBadInput(t *testing.T) {
 			assert.Equal(t, 2, code, "stderr: %s", stderr.String())
 			assert.Contains(t, stderr.String(), c.msg)
 			assert.True(t, strings.HasPrefix(stderr.String(), "ftprobe: "), "one ftprobe: line: %q", stderr.String())
+			if slices.Contains(c.args, "--mode") {
+				assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
+			}
 			assert.NotContains(t, stderr.String(), "errno")
 			assert.NotContains(t, stderr.String(), "tracefs", "decided before any kernel check")
 		})

@@ -60,6 +60,9 @@ func newCompareCmd() *cobra.Command {
 					}
 				}
 			}
+			if err := checkCompareModes(cfg.Modes); err != nil {
+				return exitcode.Wrap(exitcode.BadInput, err)
+			}
 			if err := bench.ValidModes(cfg.Modes); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, err)
 			}

@@ -15,7 +15,7 @@ import (
 
 // demoModes are the trace modes demo runs, one after the other: a
 // trampoline mode and an fprobe one.
-var demoModes = []string{attach.ModeFentry, attach.ModeKprobeMulti}
+var demoModes = []string{attach.ModeFentryFexit, attach.ModeKprobeMulti}
 
 func newDemoCmd() *cobra.Command {
 	count := 3

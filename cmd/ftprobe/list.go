@@ -38,7 +38,7 @@ func newListCmd() *cobra.Command {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("list: %w", err))
 			}
 			w := cmd.OutOrStdout()
-			modes := []string{symbols.ModeFentry, symbols.ModeFSession, symbols.ModeFentryMulti, symbols.ModeKprobeMulti, symbols.ModeKprobe}
+			modes := symbols.Modes
 			if asJSON {
 				type verdict struct {
 					OK     bool   `json:"ok"`

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -45,8 +44,7 @@ name ('name [module]', module:glob) or name@ADDRESS for one copy of a
 duplicated static function. Candidates come from available_filter_functions;
 the trampoline modes also need a BTF prototype.
 
---mode names how the functions are attached; a mode with two ways takes the
-first the kernel has:
+--mode names the kernel attach paths a mode links, joined by '+':
 ` + modesHelp() + `auto picks from what the kernel supports and how many functions match, and
 says why. A function that never returns (do_exit, do_group_exit,
 make_task_dead, ...) is traced at entry only, in every mode: no exit probe,
@@ -123,8 +121,7 @@ histogram bucket holding the nearest rank: within 1/16 of the exact value.
 ("type":"stat") per table. It is trace --quiet --summary. The last line on
 stderr counts the calls in the tables and says what was lost.
 
---mode names how the functions are attached; a mode with two ways takes the
-first the kernel has:
+--mode names the kernel attach paths a mode links, joined by '+':
 ` + modesHelp() + `auto picks from what the kernel supports and how many functions match.`
 		cmd.Example = `  ftprobe stat 'vfs_*' --duration 10s
   ftprobe stat --hist --interval 1s vfs_read -- ftprobe workload read --count 100000
@@ -152,8 +149,8 @@ func checkTraceInput(o *trace.Options) error {
 			return fmt.Errorf("trace --exclude: %w", err)
 		}
 	}
-	if o.Mode != "auto" && !slices.Contains(trace.Modes, o.Mode) {
-		return fmt.Errorf("--mode %q: want auto, %s", o.Mode, strings.Join(trace.Modes, ", "))
+	if err := checkTraceMode(o.Mode); err != nil {
+		return err
 	}
 	if o.Count < 0 {
 		return fmt.Errorf("--count %d: want 0 (no limit) or more", o.Count)
@@ -200,7 +197,7 @@ func checkTraceInput(o *trace.Options) error {
 }
 
 // attachProgress draws a progress bar on a terminal stderr for attaches of
-// more than 50 functions (one trampoline each in fentry mode).
+// more than 50 functions (one trampoline each in fentry+fexit mode).
 func attachProgress(cmd *cobra.Command) func(done, total int) {
 	f, ok := cmd.ErrOrStderr().(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {

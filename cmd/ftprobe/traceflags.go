@@ -93,7 +93,7 @@ func traceFlags(f *pflag.FlagSet, o *trace.Options, v *traceVars, stat bool) {
 	}
 	// Both commands.
 	f.DurationVar(v.interval, "interval", 0, pick("with stat or --quiet: print the tables of the last interval at this period", "print the tables of the calls of the last interval at this period"))
-	f.StringVar(&o.Mode, "mode", "auto", "auto or "+strings.Join(trace.Modes, ", ")+" (the modes above)")
+	f.StringVar(&o.Mode, "mode", "auto", orList(traceModeNames())+" (the modes above)")
 	f.StringArrayVar(&o.Excludes, "exclude", nil, "remove functions matching GLOB (repeatable)")
 	f.StringVar(&o.Output, "output", "text", outputHelp(stat))
 	f.StringVarP(v.outFile, "out", "o", "", pick("write events to FILE", "write the tables to FILE"))
@@ -129,39 +129,26 @@ func traceFlags(f *pflag.FlagSet, o *trace.Options, v *traceVars, stat bool) {
 }
 
 // modesHelp describes every trace mode from the registry
-// (attach.TraceModes): the attach paths of each of its ways, the
-// preferred first, and how each links its functions.
+// (attach.TraceModes): the attach paths it links and how.
 func modesHelp() string {
-	type row struct{ mode, paths, how string }
-	var rows []row
-	wm, wp := 0, 0
+	w := 0
 	for _, m := range attach.TraceModes {
-		for i, way := range m.Ways {
-			paths, how := wayHelp(way)
-			r := row{m.Name, paths, how}
-			if i > 0 {
-				r.mode, r.paths = "", "else "+paths
-			}
-			rows = append(rows, r)
-			wm, wp = max(wm, len(r.mode)), max(wp, len(r.paths))
-		}
+		w = max(w, len(m.Name))
 	}
 	var b strings.Builder
-	for _, r := range rows {
-		fmt.Fprintf(&b, "  %-*s  %-*s  %s\n", wm, r.mode, wp, r.paths, r.how)
+	for _, m := range attach.TraceModes {
+		fmt.Fprintf(&b, "  %-*s  %s\n", w, m.Name, wayHelp(m.Paths))
 	}
 	b.WriteString("(trampolines: BPF trampolines reached by ftrace direct calls; fprobe: one\nftrace_ops for all the functions of a link; kprobes: one perf event each)\n")
 	return b.String()
 }
 
-// wayHelp says what one way of a trace mode attaches: its paths joined
-// by '+', and how: one link per function or one for all, through what,
-// since which kernel.
-func wayHelp(way attach.Way) (paths, how string) {
-	var names []string
+// wayHelp says how a trace mode of these attach paths links its
+// functions: one link per function or one for all, through what, since
+// which kernel.
+func wayHelp(paths []attach.Path) string {
 	var info attach.PathInfo
-	for _, p := range way.Paths {
-		names = append(names, string(p))
+	for _, p := range paths {
 		info, _ = attach.PathByName(string(p))
 	}
 	links := "a link per function"
@@ -175,5 +162,5 @@ func wayHelp(way attach.Way) (paths, how string) {
 	case info.Multi:
 		via = "fprobe"
 	}
-	return strings.Join(names, "+"), fmt.Sprintf("%s, %s, Linux %s+", links, via, info.MinKernel)
+	return fmt.Sprintf("%s, %s, Linux %s+", links, via, info.MinKernel)
 }

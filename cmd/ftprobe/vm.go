@@ -41,7 +41,7 @@ apt already uses, downloaded once into the XDG cache (SHA-256 checked) and
 extracted without installing.`,
 		Example: `  ftprobe vm --kernel debian:7.3 --arch arm64 -- version
   ftprobe vm --kernel debian:6.12 --arch arm64 -- features
-  ftprobe vm --kernel debian:7.3-rt --arch arm64 -- trace --mode ` + attach.ModeKprobeMulti + ` vfs_read -- ftprobe workload read
+  ftprobe vm --kernel debian:7.3-rt --arch arm64 -- trace --mode ` + attach.ModeKprobeSession + ` vfs_read -- ftprobe workload read
   ftprobe vm --kernel ./arch/arm64/boot/Image -- trace vfs_read -- ftprobe workload read --count 3`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := lab.CheckAdd(add); err != nil {

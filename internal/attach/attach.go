@@ -29,25 +29,36 @@ import (
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
-// Modes accepted by Open.
+// Modes accepted by Open: the trace modes (TraceModes; symbols defines
+// the names) and ModeMixed.
 const (
-	ModeFentry      = symbols.ModeFentry      // fentry + fexit, >= 5.5 (x86), 6.4 (arm64)
-	ModeKprobeMulti = symbols.ModeKprobeMulti // kprobe.multi + kretprobe.multi, >= 5.18 with CONFIG_FPROBE (arm64: 6.14)
+	ModeFentryFexit = symbols.ModeFentryFexit // fentry + fexit, >= 5.5 (x86), 6.4 (arm64)
+	// ModeFSession attaches one fsession program per function: one
+	// trampoline program run at entry and at exit (7.0).
+	ModeFSession = symbols.ModeFSession
+	// ModeFSessionMulti attaches one fsession.multi link for all
+	// functions (7.x).
+	ModeFSessionMulti = symbols.ModeFSessionMulti
+	// ModeFentryMulti attaches one fentry.multi and one fexit.multi link
+	// for all functions (7.x).
+	ModeFentryMulti = symbols.ModeFentryMulti
+	// ModeKprobeSession attaches one kprobe.session link for all
+	// functions: one program run at entry and at return (6.10; ftprobe's
+	// program needs 7.0's bpf_session_is_return(ctx)).
+	ModeKprobeSession = symbols.ModeKprobeSession
+	// ModeKprobeMulti attaches one kprobe.multi and one kretprobe.multi
+	// link for all functions, >= 5.18 with CONFIG_FPROBE (arm64: 6.14).
+	ModeKprobeMulti = symbols.ModeKprobeMulti
 	// ModeKprobe attaches one kprobe and one kretprobe per function
 	// (perf-event links, cookies >= 5.15): the fallback where neither
 	// trampolines nor fprobe exist, e.g. arm64 before 6.4.
 	ModeKprobe = symbols.ModeKprobe
-	// ModeMixed attaches Options.Funcs with fentry/fexit and
-	// Options.MultiFuncs with kprobe.multi/kretprobe.multi, sharing maps and
-	// the ringbuf: auto mode's per-function fallback.
-	ModeMixed = "fentry+kprobe-multi"
-	// ModeFSession attaches one fsession program per function: one
-	// trampoline program run at entry and at exit (7.0).
-	ModeFSession = symbols.ModeFSession
-	// ModeFentryMulti attaches one tracing multi link for all functions:
-	// fsession.multi where the kernel has it, else fentry.multi plus
-	// fexit.multi (7.x).
-	ModeFentryMulti = symbols.ModeFentryMulti
+	// ModeMixed attaches Options.Funcs in Options.MixedTrampoline and
+	// Options.MultiFuncs in kprobe.session (where it attaches) or
+	// kprobe.multi+kretprobe.multi, sharing maps and the ringbuf: auto
+	// mode's per-function fallback. The tracer's Mode is the two modes
+	// taken, joined by '+'.
+	ModeMixed = "mixed"
 )
 
 // Event mode values, as the BPF side writes them (enum ftp_mode).
@@ -103,9 +114,9 @@ const (
 type Options struct {
 	Mode       string
 	Funcs      []*symbols.Func // IDs must be 0..len-1 (with MultiFuncs: 0..len(Funcs)+len(MultiFuncs)-1)
-	MultiFuncs []*symbols.Func // ModeMixed: the functions for kprobe.multi
-	// MixedTrampoline is ModeMixed's mode for Funcs: ModeFentry (default)
-	// or ModeFentryMulti.
+	MultiFuncs []*symbols.Func // ModeMixed: the functions for kprobe.session or kprobe.multi
+	// MixedTrampoline is ModeMixed's mode for Funcs: ModeFentryFexit
+	// (default), ModeFSessionMulti or ModeFentryMulti.
 	MixedTrampoline string
 	Filters         Filters
 	// Strings reads the `char *` arguments (StringArgs) at entry into the
@@ -126,11 +137,7 @@ type Options struct {
 	LiveEntries bool
 	// Aggregate builds per-function tables in BPF maps (Tracer.Aggregates):
 	// calls, errors by errno, duration sum, max and histogram.
-	Aggregate bool
-	// KprobePair makes kprobe-multi mode use the kprobe.multi +
-	// kretprobe.multi pair even where one kprobe.session link would do
-	// (compare measures both).
-	KprobePair  bool
+	Aggregate   bool
 	RingbufSize uint32 // bytes; a power-of-two multiple of the page size (default 4 MiB)
 	Kernel      *kfeat.Info
 	// BTF is the kernel BTF cache shared by every program load (CO-RE,
@@ -170,8 +177,9 @@ type Failure struct {
 // Tracer holds the loaded programs, maps and links of one trace. The caller
 // must Close it; Close detaches every link.
 type Tracer struct {
+	// Mode is the trace mode attached (ModeMixed: the two modes
+	// taken joined by '+', e.g. "fentry+fexit+kprobe.session").
 	Mode     string
-	Variant  string          // how the mode was realised, e.g. "fsession.multi" ("" = as named)
 	Attached []*symbols.Func // attached functions
 	Failed   []Failure       // functions left out, with reasons
 
@@ -205,8 +213,8 @@ type Tracer struct {
 	fork       link.Link         // --tree: follows forks into tgids
 	exit       link.Link         // --tree: forgets exited processes
 	exec       link.Link         // --tree: starts tracing a process added with AddTGIDAtExec at its exec
-	multi      []link.Link       // kprobe-multi links (entry, exit)
-	tramp      *TrampolineLoader // fsession, fentry-multi
+	multi      []link.Link       // kprobe.multi, kretprobe.multi and kprobe.session links
+	tramp      *TrampolineLoader // fsession and the tracing multi links
 	closeOnce  sync.Once
 	missed     uint64                   // kprobe.multi missed runs read at Detach
 	progFunc   map[*ebpf.Program]string // per-function programs: the function
@@ -232,11 +240,12 @@ func ValidateRingbufSize(n uint32) error {
 }
 
 // Open loads the programs for opts.Mode and attaches them to opts.Funcs.
-// Functions that fail individually are recorded in Failed (kprobe-multi
-// bisects a failing link to find them); if none attach, Open returns an
-// error explained by kfeat.Info.Explain and leaves nothing attached.
-// Minimum kernel: fentry 5.19 (attach cookies), arm64 6.4 (direct calls);
-// kprobe-multi 5.18 with CONFIG_FPROBE, arm64 6.14.
+// Functions that fail individually are recorded in Failed (the multi
+// links bisect a failing link to find them); if none attach, Open returns
+// an error explained by kfeat.Info.Explain and leaves nothing attached.
+// Minimum kernel: fentry+fexit 5.19 (attach cookies), arm64 6.4 (direct
+// calls); kprobe.multi+kretprobe.multi 5.18 with CONFIG_FPROBE, arm64
+// 6.14; the others as their constants say.
 func Open(opts Options) (*Tracer, error) {
 	t, err := open(opts, false)
 	if err != nil && needsHashFrames(err) {
@@ -410,31 +419,10 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 			}
 		}
 	}
-	switch opts.Mode {
-	case ModeFentry:
-		err = t.openFentry(spec, repl, opts)
-	case ModeKprobeMulti:
-		err = t.openKprobeMulti(spec, repl, opts)
-	case ModeKprobe:
-		err = t.openKprobe(spec, repl, opts)
-	case ModeFSession:
-		err = t.openFSession(spec, repl, opts)
-	case ModeFentryMulti:
-		err = t.openFentryMulti(spec, repl, opts)
-	case ModeMixed:
-		if opts.MixedTrampoline == ModeFentryMulti {
-			t.Mode = ModeFentryMulti + "+" + ModeKprobeMulti
-			err = t.openFentryMulti(spec, repl, opts)
-		} else {
-			err = t.openFentry(spec, repl, opts)
-		}
-		if err == nil && len(opts.MultiFuncs) > 0 {
-			mo := opts
-			mo.Funcs = opts.MultiFuncs
-			err = t.openKprobeMulti(spec, repl, mo)
-		}
-	default:
-		err = fmt.Errorf("attach: unknown mode %q (want %s, %s, %s, %s or %s)", opts.Mode, ModeFentry, ModeKprobeMulti, ModeKprobe, ModeFSession, ModeFentryMulti)
+	if opts.Mode == ModeMixed {
+		err = t.openMixed(spec, repl, opts)
+	} else {
+		err = t.openMode(opts.Mode, spec, repl, opts)
 	}
 	if err != nil {
 		return nil, err
@@ -448,6 +436,59 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 		return nil, fmt.Errorf("arm: %w", err)
 	}
 	return t, nil
+}
+
+// openMode attaches opts.Funcs in the trace mode mode.
+func (t *Tracer) openMode(mode string, spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	switch mode {
+	case ModeFentryFexit:
+		return t.openFentry(spec, repl, opts)
+	case ModeFSession:
+		return t.openFSession(spec, repl, opts)
+	case ModeFSessionMulti:
+		return t.openFSessionMulti(spec, repl, opts)
+	case ModeFentryMulti:
+		return t.openFentryMulti(spec, repl, opts)
+	case ModeKprobeSession:
+		if err := t.openKprobeSession(spec, repl, opts); err != nil {
+			return opts.Kernel.Explain(string(PathKprobeSession), describeFuncs(opts.Funcs), err)
+		}
+		return nil
+	case ModeKprobeMulti:
+		return t.openKprobeMulti(spec, repl, opts)
+	case ModeKprobe:
+		return t.openKprobe(spec, repl, opts)
+	}
+	return fmt.Errorf("attach: unknown mode %q (want %s)", mode, strings.Join(symbols.Modes, ", "))
+}
+
+// openMixed attaches opts.Funcs in opts.MixedTrampoline and
+// opts.MultiFuncs in one kprobe.session link where the kernel takes it,
+// else the kprobe.multi+kretprobe.multi pair, and names the two modes
+// taken in t.Mode.
+func (t *Tracer) openMixed(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	tramp := opts.MixedTrampoline
+	if tramp == "" {
+		tramp = ModeFentryFexit
+	}
+	if !symbols.IsTrampolineMode(tramp) {
+		return fmt.Errorf("attach: mixed mode with %q: want a trampoline mode", tramp)
+	}
+	t.Mode = tramp
+	if err := t.openMode(tramp, spec, repl, opts); err != nil || len(opts.MultiFuncs) == 0 {
+		return err
+	}
+	mo := opts
+	mo.Funcs = opts.MultiFuncs
+	// The kprobe.session program needs 7.0's session kfuncs on ctx: a
+	// kernel with the attach type but older kfuncs refuses it, and
+	// then the pair does the job.
+	if opts.AttachMulti == nil && t.openKprobeSession(spec, repl, mo) == nil {
+		t.Mode += "+" + ModeKprobeSession
+		return nil
+	}
+	t.Mode += "+" + ModeKprobeMulti
+	return t.openKprobeMulti(spec, repl, mo)
 }
 
 // verifyOnly loads every program opts.Mode would attach, per function
@@ -531,7 +572,10 @@ func (t *Tracer) verifyOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 		if err := CheckAttachType(AttachTraceFEntryMulti); err != nil {
 			return opts.Kernel.Explain("fentry.multi", describeFuncs(fs), err)
 		}
-		if CheckAttachType(AttachTraceFSessionMulti) == nil {
+		if mode == ModeFSessionMulti {
+			if err := CheckAttachType(AttachTraceFSessionMulti); err != nil {
+				return opts.Kernel.Explain("fsession.multi", describeFuncs(fs), err)
+			}
 			return load(progFSessionMulti, AttachTraceFSessionMulti, MultiTarget, describeFuncs(fs))
 		}
 		if err := load(progFEntryMulti, AttachTraceFEntryMulti, MultiTarget, describeFuncs(fs)); err != nil {
@@ -540,28 +584,45 @@ func (t *Tracer) verifyOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 		return load(progFExitMulti, AttachTraceFExitMulti, MultiTarget, describeFuncs(fs))
 	}
 	switch opts.Mode {
-	case ModeFentry:
+	case ModeFentryFexit:
 		return fentry(opts.Funcs)
+	case ModeKprobeSession:
+		return plain("kprobe.session", opts.Funcs, "ftp_ksession")
 	case ModeKprobeMulti:
 		return plain("kprobe.multi", opts.Funcs, "ftp_kmulti", "ftp_kretmulti")
 	case ModeKprobe:
 		return plain("kprobe", opts.Funcs, "ftp_kprobe", "ftp_kretprobe")
-	case ModeFSession, ModeFentryMulti:
+	case ModeFSession, ModeFSessionMulti, ModeFentryMulti:
 		return trampolines(opts.Mode, opts.Funcs)
 	case ModeMixed:
-		var err error
-		if opts.MixedTrampoline == ModeFentryMulti {
-			t.Mode = ModeFentryMulti + "+" + ModeKprobeMulti
-			err = trampolines(ModeFentryMulti, opts.Funcs)
-		} else {
-			err = fentry(opts.Funcs)
-		}
-		if err == nil && len(opts.MultiFuncs) > 0 {
-			err = plain("kprobe.multi", opts.MultiFuncs, "ftp_kmulti", "ftp_kretmulti")
-		}
+		return t.verifyMixed(spec, repl, opts)
+	}
+	return fmt.Errorf("attach: unknown mode %q (want %s)", opts.Mode, strings.Join(symbols.Modes, ", "))
+}
+
+// verifyMixed is verifyOnly of ModeMixed: opts.Funcs in
+// opts.MixedTrampoline, then opts.MultiFuncs as openMixed attaches them:
+// kprobe.session where its program loads, else the kprobe.multi pair.
+func (t *Tracer) verifyMixed(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	tramp := opts.MixedTrampoline
+	if tramp == "" {
+		tramp = ModeFentryFexit
+	}
+	t.Mode = tramp
+	o := opts
+	o.Mode = tramp
+	if err := t.verifyOnly(spec, repl, o); err != nil || len(opts.MultiFuncs) == 0 {
 		return err
 	}
-	return fmt.Errorf("attach: unknown mode %q", opts.Mode)
+	mo := opts
+	mo.Funcs, mo.Mode = opts.MultiFuncs, ModeKprobeSession
+	if t.verifyOnly(spec, repl, mo) == nil {
+		t.Mode += "+" + ModeKprobeSession
+		return nil
+	}
+	t.Mode += "+" + ModeKprobeMulti
+	mo.Mode = ModeKprobeMulti
+	return t.verifyOnly(spec, repl, mo)
 }
 
 // attachComm attaches the comm-tracking tracepoints (task_rename,
@@ -837,16 +898,10 @@ func loadWithMaps(spec *ebpf.CollectionSpec, name string, repl map[string]*ebpf.
 	return LoadProgram(spec, name, "", repl, cache)
 }
 
+// openKprobeMulti attaches opts.Funcs with one kprobe.multi and one
+// kretprobe.multi link, the functions the kernel refuses found by
+// bisection.
 func (t *Tracer) openKprobeMulti(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
-	if !opts.KprobePair && opts.AttachMulti == nil {
-		// One kprobe.session link (6.10; the program needs the 7.0
-		// bpf_session_is_return(ctx)) where the kernel takes it: one
-		// program run at entry and at return, and a call rejected at
-		// entry has no return run at all.
-		if err := t.openKprobeSession(spec, repl, opts); err == nil {
-			return nil
-		}
-	}
 	var p struct {
 		Entry *ebpf.Program `ebpf:"ftp_kmulti"`
 		Exit  *ebpf.Program `ebpf:"ftp_kretmulti"`
@@ -881,8 +936,11 @@ func (t *Tracer) openKprobeMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 	return nil
 }
 
-// openKprobeSession attaches one kprobe.session link for opts.Funcs, or
-// fails leaving nothing attached (the caller then uses the pair).
+// openKprobeSession attaches one kprobe.session link for opts.Funcs (6.10;
+// the program needs the 7.0 bpf_session_is_return(ctx)): one program run
+// at entry and at return, and a call rejected at entry has no return run
+// at all. It fails leaving nothing attached, with the kernel's error
+// unexplained (the caller explains it, or uses the pair).
 func (t *Tracer) openKprobeSession(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
 	var p struct {
 		Prog *ebpf.Program `ebpf:"ftp_ksession"`
@@ -903,11 +961,6 @@ func (t *Tracer) openKprobeSession(spec *ebpf.CollectionSpec, repl map[string]*e
 	t.progs = append(t.progs, p.Prog)
 	t.multi = append(t.multi, l)
 	t.addMultiResult(good, bad, "kprobe.session", opts)
-	if t.Variant == "" {
-		t.Variant = "kprobe.session"
-	} else {
-		t.Variant += "+kprobe.session"
-	}
 	return nil
 }
 
@@ -927,7 +980,7 @@ func (t *Tracer) openKprobe(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 			opts.Progress(i+1, len(opts.Funcs))
 		}
 		if f.Copies > 1 {
-			t.Failed = append(t.Failed, Failure{f, fmt.Errorf("%s in kprobe mode: one of %d copies; a kprobe by name reaches only the first (use kprobe-multi)", f.Display(), f.Copies)})
+			t.Failed = append(t.Failed, Failure{f, fmt.Errorf("%s in %s mode: one of %d copies; a kprobe by name reaches only the first (use %s or %s)", f.Display(), ModeKprobe, f.Copies, ModeKprobeSession, ModeKprobeMulti)})
 			continue
 		}
 		in, err := LinkKprobe(p.Entry, f.Name, false, opts.cookie(f))

@@ -22,8 +22,8 @@ import (
 )
 
 // Path is one kernel attach path, spelled as the kernel's documentation
-// and `ftprobe features` spell it ("kprobe.multi", not trace's
-// "kprobe-multi" mode, which is a pair of paths or one kprobe.session).
+// and `ftprobe features` spell it ("kprobe.multi"); a trace mode is one
+// path or two joined by '+' ("kprobe.multi+kretprobe.multi").
 type Path string
 
 // The attach paths. Minimum kernels from the merge that added each:
@@ -493,39 +493,31 @@ var TimedProgram = map[Path]string{
 	PathKretprobe: bpfobj.BenchProgTimedKretprobe,
 }
 
-// Way is one way a trace mode is realised on a kernel: the attach paths
-// it links, the event code its records carry (enum ftp_mode, generated
-// into bpfobj) and the name events and JSON give that code
-// (events.ModeName).
-type Way struct {
-	Paths     []Path
-	Event     uint8
-	EventName string
-}
-
-// TraceMode is one `trace --mode` (and `compare` trace-body row): a name
-// users type, and its ways, the preferred first. Open takes the first way
-// the kernel has; the tracer's Variant names the one taken when it is not
-// the first.
+// TraceMode is one `trace --mode` (and `stat --mode`): its name, which
+// is its kernel attach paths joined by '+', the paths it links, and the
+// event code its records carry (enum ftp_mode, generated into bpfobj;
+// events.ModeName gives it the mode's name). Each mode is one way of
+// attaching: a kernel without it refuses the mode (auto then tries the
+// next, trace.autoOrder).
 type TraceMode struct {
-	Name string
-	Ways []Way
+	Name  string
+	Paths []Path
+	Event uint8
 }
 
-// TraceModes is the registry of trace modes, in `trace --mode` order. The
-// two vocabularies meet here: a trace mode ("kprobe-multi") is one or two
-// kernel attach paths ("kprobe.session", or "kprobe.multi" with
-// "kretprobe.multi").
+// TraceModes is the registry of trace modes, in `trace --mode` order
+// (after auto; symbols.Modes holds the same names in the same order for
+// the packages below this one). The two vocabularies meet here: a trace
+// mode ("kprobe.multi+kretprobe.multi") is one or two kernel attach paths
+// ("kprobe.multi" with "kretprobe.multi").
 var TraceModes = []TraceMode{
-	{ModeFentry, []Way{{[]Path{PathFentry, PathFexit}, EventModeFentry, "fentry"}}},
-	{ModeKprobeMulti, []Way{
-		{[]Path{PathKprobeSession}, EventModeKprobeSession, "kprobe-session"},
-		{[]Path{PathKprobeMulti, PathKretprobeMulti}, EventModeKprobeMulti, "kprobe-multi"}}},
-	{ModeKprobe, []Way{{[]Path{PathKprobe, PathKretprobe}, EventModeKprobe, "kprobe"}}},
-	{ModeFSession, []Way{{[]Path{PathFSession}, EventModeFSession, "fsession"}}},
-	{ModeFentryMulti, []Way{
-		{[]Path{PathFSessionMulti}, EventModeFSessionMulti, "fsession-multi"},
-		{[]Path{PathFentryMulti, PathFexitMulti}, EventModeFentryMulti, "fentry-multi"}}},
+	{ModeFentryFexit, []Path{PathFentry, PathFexit}, EventModeFentry},
+	{ModeFSession, []Path{PathFSession}, EventModeFSession},
+	{ModeFSessionMulti, []Path{PathFSessionMulti}, EventModeFSessionMulti},
+	{ModeFentryMulti, []Path{PathFentryMulti, PathFexitMulti}, EventModeFentryMulti},
+	{ModeKprobeSession, []Path{PathKprobeSession}, EventModeKprobeSession},
+	{ModeKprobeMulti, []Path{PathKprobeMulti, PathKretprobeMulti}, EventModeKprobeMulti},
+	{ModeKprobe, []Path{PathKprobe, PathKretprobe}, EventModeKprobe},
 }
 
 // TraceModeByName returns the trace mode called name, ok false when there
@@ -537,4 +529,33 @@ func TraceModeByName(name string) (TraceMode, bool) {
 		}
 	}
 	return TraceMode{}, false
+}
+
+// ModesThrough returns the trace modes that attach the way path p does:
+// every mode whose first path has p's trampoline and multi kinds, when
+// some mode links p itself (fentry: fentry+fexit and fsession;
+// kprobe.multi: kprobe.session and kprobe.multi+kretprobe.multi); none for
+// a path no mode links (tp_btf, raw_tp).
+func ModesThrough(p Path) []string {
+	info, ok := PathByName(string(p))
+	if !ok {
+		return nil
+	}
+	used := false
+	for _, m := range TraceModes {
+		for _, q := range m.Paths {
+			used = used || q == p
+		}
+	}
+	if !used {
+		return nil
+	}
+	var out []string
+	for _, m := range TraceModes {
+		first, _ := PathByName(string(m.Paths[0]))
+		if first.Trampoline == info.Trampoline && first.Multi == info.Multi {
+			out = append(out, m.Name)
+		}
+	}
+	return out
 }

@@ -60,10 +60,10 @@ func TestCountingProgramsMatchPaths(t *testing.T) {
 		assert.Equal(t, counting.AttachType, ps.AttachType, "%s: %s", p, name)
 	}
 	assert.Len(t, TimedProgram, 9)
-	_, ok := PathByName("kprobe-multi") // trace's mode, not a kernel path
+	_, ok := PathByName(ModeKprobeMulti) // a trace mode: two kernel paths
 	assert.False(t, ok)
-	_, err = OpenPath(context.Background(), "kprobe-multi", PathOptions{Spec: spec})
-	assert.ErrorContains(t, err, `attach path "kprobe-multi": unknown`)
+	_, err = OpenPath(context.Background(), ModeKprobeMulti, PathOptions{Spec: spec})
+	assert.ErrorContains(t, err, `attach path "kprobe.multi+kretprobe.multi": unknown`)
 }
 
 // A program loaded alone creates only the maps it references and the

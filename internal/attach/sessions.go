@@ -100,8 +100,8 @@ func (t *Tracer) trampolineLoader(spec *ebpf.CollectionSpec, repl map[string]*eb
 }
 
 // openFSession loads and links one fsession program per function (7.0):
-// one trampoline program that runs at entry and at exit, where fentry mode
-// needs two.
+// one trampoline program that runs at entry and at exit, where fentry+fexit
+// mode needs two.
 func (t *Tracer) openFSession(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
 	if err := CheckAttachType(AttachTraceFSession); err != nil {
 		return opts.Kernel.Explain("fsession", describeFuncs(opts.Funcs), err)
@@ -133,32 +133,31 @@ func (t *Tracer) openFSession(spec *ebpf.CollectionSpec, repl map[string]*ebpf.M
 	})
 }
 
-// openFentryMulti attaches all functions with one tracing multi link:
-// fsession.multi where the kernel has it and it attaches, else
-// fentry.multi plus fexit.multi (two links). A refused function is found
-// by bisection, as for kprobe.multi.
-func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
-	if err := CheckAttachType(AttachTraceFEntryMulti); err != nil {
-		return opts.Kernel.Explain("fentry.multi", describeFuncs(opts.Funcs), err)
+// multiTargets prepares opts.Funcs for a tracing multi link of attach
+// type at (path names it) in mode: the trampoline loader and the functions with
+// their BTF ids. Entry-only functions get their own fentry link here
+// (fexit.multi and fsession.multi would hook their exit too, which the
+// verifier rejects on a noreturn function); a function without a BTF id
+// is recorded in Failed. fs is empty when nothing is left for the link
+// (err then says why when nothing attached at all).
+func (t *Tracer) multiTargets(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options, mode string, at ebpf.AttachType, path Path) (ld *TrampolineLoader, fs []*symbols.Func, idOf map[*symbols.Func]btf.TypeID, err error) {
+	if err := CheckAttachType(at); err != nil {
+		return nil, nil, nil, opts.Kernel.Explain(string(path), describeFuncs(opts.Funcs), err)
 	}
-	ld, err := t.trampolineLoader(spec, repl, opts.BTF)
+	ld, err = t.trampolineLoader(spec, repl, opts.BTF)
 	if err != nil {
-		return opts.Kernel.Explain("fentry.multi", describeFuncs(opts.Funcs), err)
+		return nil, nil, nil, opts.Kernel.Explain(string(path), describeFuncs(opts.Funcs), err)
 	}
-	ids := ld.IDs
-	var fs, entryOnly []*symbols.Func
-	idOf := map[*symbols.Func]btf.TypeID{}
+	var entryOnly []*symbols.Func
+	idOf = map[*symbols.Func]btf.TypeID{}
 	for _, f := range opts.Funcs {
 		if f.EntryOnly != "" {
-			// fexit.multi and fsession.multi would hook its exit
-			// too (fexit on a noreturn function is what the
-			// verifier rejects): its own fentry link instead.
 			entryOnly = append(entryOnly, f)
 			continue
 		}
-		id, err := ids.ID(f.BTFName)
+		id, err := ld.IDs.ID(f.BTFName)
 		if err != nil {
-			t.Failed = append(t.Failed, Failure{f, fmt.Errorf("%s in fentry-multi mode: %w", f.Display(), err)})
+			t.Failed = append(t.Failed, Failure{f, fmt.Errorf("%s in %s mode: %w", f.Display(), mode, err)})
 			continue
 		}
 		idOf[f] = id
@@ -171,41 +170,58 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 			return fentryOnly(spec, repl, opts, &t.slots)
 		})
 		if len(fs) == 0 {
-			return err
+			return ld, nil, idOf, err
 		}
 	}
 	if len(fs) == 0 {
-		return t.Failed[0].Err
+		return ld, nil, idOf, t.Failed[0].Err
 	}
-	try := func(prog *ebpf.Program, at ebpf.AttachType) func([]*symbols.Func) (link.Link, error) {
-		return func(set []*symbols.Func) (link.Link, error) {
-			tids := make([]btf.TypeID, len(set))
-			cookies := make([]uint64, len(set))
-			for i, f := range set {
-				tids[i], cookies[i] = idOf[f], opts.cookie(f)
-			}
-			return AttachTracingMulti(prog, at, tids, cookies)
+	return ld, fs, idOf, nil
+}
+
+// tryMulti returns the attach of prog (a tracing multi program of type at)
+// to a set of functions, for Bisect.
+func tryMulti(prog *ebpf.Program, at ebpf.AttachType, idOf map[*symbols.Func]btf.TypeID, opts Options) func([]*symbols.Func) (link.Link, error) {
+	return func(set []*symbols.Func) (link.Link, error) {
+		tids := make([]btf.TypeID, len(set))
+		cookies := make([]uint64, len(set))
+		for i, f := range set {
+			tids[i], cookies[i] = idOf[f], opts.cookie(f)
 		}
+		return AttachTracingMulti(prog, at, tids, cookies)
 	}
-	// fsession.multi: one program, one link, entry and exit.
-	var sessionErr error
-	if CheckAttachType(AttachTraceFSessionMulti) == nil {
-		prog, err := ld.Load(progFSessionMulti, AttachTraceFSessionMulti, MultiTarget)
-		if err == nil {
-			var good []*symbols.Func
-			var bad []Failure
-			var l link.Link
-			if good, bad, l, err = Bisect(fs, try(prog, AttachTraceFSessionMulti)); err == nil {
-				t.progs = append(t.progs, prog)
-				t.links = append(t.links, l)
-				t.addMultiResult(good, bad, "fsession.multi", opts)
-				multiProgress(opts)
-				t.Variant = "fsession.multi"
-				return nil
-			}
-			prog.Close()
-		}
-		sessionErr = opts.Kernel.Explain("fsession.multi", describeFuncs(fs), err)
+}
+
+// openFSessionMulti attaches all functions with one fsession.multi link
+// (7.x): one program run at entry and at exit. A refused function is
+// found by bisection, as for kprobe.multi.
+func (t *Tracer) openFSessionMulti(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	ld, fs, idOf, err := t.multiTargets(spec, repl, opts, ModeFSessionMulti, AttachTraceFSessionMulti, PathFSessionMulti)
+	if len(fs) == 0 {
+		return err
+	}
+	prog, err := ld.Load(progFSessionMulti, AttachTraceFSessionMulti, MultiTarget)
+	if err != nil {
+		return opts.Kernel.Explain("fsession.multi", describeFuncs(fs), err)
+	}
+	t.progs = append(t.progs, prog)
+	good, bad, l, err := Bisect(fs, tryMulti(prog, AttachTraceFSessionMulti, idOf, opts))
+	if err != nil {
+		return opts.Kernel.Explain("fsession.multi", describeFuncs(fs), err)
+	}
+	t.links = append(t.links, l)
+	t.addMultiResult(good, bad, "fsession.multi", opts)
+	multiProgress(opts)
+	return nil
+}
+
+// openFentryMulti attaches all functions with one fentry.multi and one
+// fexit.multi link (7.x). A refused function is found by bisection, as
+// for kprobe.multi.
+func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) error {
+	ld, fs, idOf, err := t.multiTargets(spec, repl, opts, ModeFentryMulti, AttachTraceFEntryMulti, PathFentryMulti)
+	if len(fs) == 0 {
+		return err
 	}
 	entry, err := ld.Load(progFEntryMulti, AttachTraceFEntryMulti, MultiTarget)
 	if err != nil {
@@ -217,22 +233,18 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 		return opts.Kernel.Explain("fexit.multi", describeFuncs(fs), err)
 	}
 	t.progs = append(t.progs, exit)
-	good, bad, el, err := Bisect(fs, try(entry, AttachTraceFEntryMulti))
+	good, bad, el, err := Bisect(fs, tryMulti(entry, AttachTraceFEntryMulti, idOf, opts))
 	if err != nil {
 		return opts.Kernel.Explain("fentry.multi", describeFuncs(fs), err)
 	}
 	t.links = append(t.links, el)
-	xl, err := try(exit, AttachTraceFExitMulti)(good)
+	xl, err := tryMulti(exit, AttachTraceFExitMulti, idOf, opts)(good)
 	if err != nil {
 		return opts.Kernel.Explain("fexit.multi", describeFuncs(good), err)
 	}
 	t.links = append(t.links, xl)
 	t.addMultiResult(good, bad, "fentry.multi", opts)
 	multiProgress(opts)
-	t.Variant = "fentry.multi+fexit.multi"
-	if sessionErr != nil {
-		t.Variant += " (fsession.multi: " + sessionErr.Error() + ")"
-	}
 	return nil
 }
 

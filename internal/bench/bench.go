@@ -28,19 +28,20 @@ import (
 )
 
 // Hit-cost modes, in report order: the attach paths of the attach layer
-// (attach.Path), their pairs, and the baseline.
+// (attach.Path), their pairs (named as the trace modes that link them),
+// and the baseline.
 const (
 	ModeBaseline      = "baseline"
 	ModeFentry        = string(attach.PathFentry)
 	ModeFexit         = string(attach.PathFexit)
-	ModeFentryFexit   = "fentry+fexit"
+	ModeFentryFexit   = attach.ModeFentryFexit
 	ModeKprobeMulti   = string(attach.PathKprobeMulti)
 	ModeKretMulti     = string(attach.PathKretprobeMulti)
-	ModeKprobeKret    = "kprobe.multi+kretprobe.multi"
+	ModeKprobeKret    = attach.ModeKprobeMulti
 	ModeKprobeSession = string(attach.PathKprobeSession)
 	ModeKprobe        = string(attach.PathKprobe)    // one ftrace-based kprobe (the path before fprobe)
 	ModeKretprobe     = string(attach.PathKretprobe) // kretprobe (rethook)
-	ModeKprobePair    = "kprobe+kretprobe"
+	ModeKprobePair    = attach.ModeKprobe
 	ModeRawTP         = string(attach.PathRawTP)
 	// Linux 7.x trampoline attach types (internal/attach/tracingmulti.go).
 	ModeFSession      = string(attach.PathFSession)      // one program at entry and exit (7.0)
@@ -54,8 +55,8 @@ var HitModes = []string{ModeBaseline, ModeFentry, ModeFexit, ModeFentryFexit, Mo
 	ModeKprobeMulti, ModeKretMulti, ModeKprobeKret, ModeKprobeSession, ModeKprobe, ModeKretprobe, ModeKprobePair, ModeRawTP}
 
 // TraceModes lists the modes that measure ftprobe's trace program (every
-// body but empty), named as the empty row each is compared with, and the
-// trace mode that realises each (attach.Open).
+// body but empty): each is the trace mode (attach.TraceModes) of the same
+// name, and the empty row it is compared with.
 var TraceModes = []string{ModeFentryFexit, ModeFSession, ModeFSessionMulti, ModeKprobeKret, ModeKprobeSession, ModeKprobePair}
 
 // Triggers.

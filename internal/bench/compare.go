@@ -67,7 +67,7 @@ func ValidateTarget(k *symbols.Kernel, target string) error {
 	if k == nil {
 		return fmt.Errorf("%w: --target %s: no symbol view of this kernel", ErrBadInput, target)
 	}
-	for _, mode := range []string{symbols.ModeFentry, symbols.ModeKprobeMulti} {
+	for _, mode := range []string{symbols.ModeFentryFexit, symbols.ModeKprobeMulti} {
 		res, err := k.Resolve([]string{target}, nil, mode, 0)
 		if err != nil {
 			return fmt.Errorf("%w: --target: %w", ErrBadInput, err)
@@ -109,7 +109,6 @@ type HitRow struct {
 	RatioFentry float64 `json:"ratio_to_fentry,omitempty"`  // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
 	RatioEmpty  float64 `json:"ratio_to_empty,omitempty"`   // non-empty bodies: ns over baseline over the empty program's of the same mode and trigger in this run
 	RatioTimed  float64 `json:"ratio_to_timed,omitempty"`   // trace, exit-only and agg bodies when the run has the timed body: ns over baseline over the timed body's (the duration floor) of the same mode and trigger
-	Variant     string  `json:"variant,omitempty"`          // how the trace mode was realised when it matters (kprobe.session, fsession.multi)
 	Hits        uint64  `json:"hits_last_run"`              // program runs counted in the last run (window body: calls rejected by the window; timed body: an exit counts only when it found its entry's timestamp)
 	Expected    uint64  `json:"hits_expected"`              // program runs the last run should count (window body: one rejection per call)
 	Misses      int64   `json:"misses"`                     // expected - counted, summed over runs (fprobe and recursion misses included; timed body: exits without their entry's timestamp too)
@@ -157,7 +156,7 @@ type CrowdRow struct {
 
 // StreamRow is streaming throughput.
 type StreamRow struct {
-	Mode         string  `json:"mode"`                      // trace program's mode: fentry or kprobe-multi
+	Mode         string  `json:"mode"`                      // the trace mode (symbols.Modes): fentry+fexit, ..., kprobe+kretprobe
 	RingbufBytes uint32  `json:"ringbuf_bytes"`             // ringbuf size, bytes
 	Supported    bool    `json:"supported"`                 // false: the kernel refused the mode; reason says why
 	Reason       string  `json:"reason,omitempty"`          // why the mode is unsupported
@@ -416,7 +415,8 @@ func (c *Config) wantMode(m string) bool {
 	return false
 }
 
-// ValidModes checks --mode names: HitModes or TraceModes.
+// ValidModes checks --mode names: the measured HitModes (TraceModes are
+// among them).
 func ValidModes(ms []string) error {
 	for _, m := range ms {
 		ok := false
@@ -451,24 +451,6 @@ func hitModesFor(cfg Config, trigger, body string) []string {
 	return out
 }
 
-// traceOptions maps a trace-body row to the attach mode and options that
-// realise it, and the variant the tracer must report ("" = any).
-func traceOptions(mode string) (attachMode string, pair bool, variant string) {
-	switch mode {
-	case ModeFSession:
-		return attach.ModeFSession, false, ""
-	case ModeFSessionMulti:
-		return attach.ModeFentryMulti, false, "fsession.multi"
-	case ModeKprobeKret:
-		return attach.ModeKprobeMulti, true, ""
-	case ModeKprobeSession:
-		return attach.ModeKprobeMulti, false, "kprobe.session"
-	case ModeKprobePair:
-		return attach.ModeKprobe, false, ""
-	}
-	return attach.ModeFentry, false, ""
-}
-
 // noFuncID is a function ID no resolved function holds (the window
 // body's entry function).
 const noFuncID = ^uint32(0)
@@ -486,8 +468,8 @@ func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body
 		}
 		return counterM{c}, nil
 	}
-	tm, pair, variant := traceOptions(mode)
-	o := attach.Options{Mode: tm, KprobePair: pair, Filters: attach.Filters{TID: th.tid}, RingbufSize: ringbuf, Kernel: kin}
+	// A trace-body row is the trace mode of its name (TraceModes).
+	o := attach.Options{Mode: mode, Filters: attach.Filters{TID: th.tid}, RingbufSize: ringbuf, Kernel: kin}
 	switch body {
 	case BodyFiltered:
 		o.Filters = attach.Filters{TGID: 1} // init: never the caller, so every call is rejected in the filter
@@ -511,10 +493,6 @@ func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body
 	m, err := openTrace(o, trig.Target(), k, during)
 	if err != nil {
 		return nil, err
-	}
-	if variant != "" && m.t.Variant != variant {
-		m.close()
-		return nil, fmt.Errorf("%s: this kernel realised %s mode as %q: %w", mode, tm, m.t.Variant, ebpf.ErrNotSupported)
 	}
 	return m, nil
 }
@@ -614,9 +592,6 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 					row.Hits, row.Expected = hits, exp
 					row.Drops += drops
 					row.Delivered = deliv
-					if tm, ok := mm.(*traceM); ok {
-						row.Variant = tm.t.Variant
-					}
 					// Runs skipped by fprobe or recursion protection are
 					// absent from hits, so they are counted here once.
 					row.Misses += int64(exp) - int64(hits)
@@ -701,14 +676,14 @@ func reasonOf(err error) string {
 	return err.Error()
 }
 
-// candidates returns up to n functions traceable in both fentry and
-// kprobe-multi mode, in a stable order, for the attach and crowd scenarios.
+// candidates returns up to n functions traceable in both fentry+fexit and
+// kprobe.multi+kretprobe.multi mode, in a stable order, for the attach and crowd scenarios.
 func candidates(k *symbols.Kernel, n int, exclude string) ([]*symbols.Func, error) {
 	globs := []string{"vfs_*", "do_*", "ksys_*", "security_*", "proc_*", "seq_*", "kernfs_*", "path_*", "d_*", "inode_*", "file_*", "filp_*", "generic_*", "mnt_*", "sysfs_*", "kobject_*", "dput*", "iput*", "simple_*"}
 	seen := map[string]bool{exclude: true}
 	var out []*symbols.Func
 	for _, g := range globs {
-		res, err := k.Resolve([]string{g}, nil, symbols.ModeFentry, 0)
+		res, err := k.Resolve([]string{g}, nil, symbols.ModeFentryFexit, 0)
 		if err != nil {
 			continue
 		}

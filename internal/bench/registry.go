@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
 // Choice is one value of a compare option (a scenario, a trigger, a
@@ -54,7 +54,7 @@ var CrowdBys = []Choice{
 }
 
 // StreamModes are the trace modes the stream scenario measures.
-var StreamModes = []string{attach.ModeFentry, attach.ModeFSession, attach.ModeFentryMulti, attach.ModeKprobeMulti, attach.ModeKprobe}
+var StreamModes = symbols.Modes
 
 // Names returns the names of cs, only the default ones with defaults.
 func Names(cs []Choice, defaults bool) []string {

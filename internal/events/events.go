@@ -371,23 +371,26 @@ func Comm(e *bpfobj.TraceEvent) string {
 	return string(b)
 }
 
-// ModeName names an event's attach mode.
+// ModeName names an event's attach mode: the trace mode (symbols.Modes)
+// whose programs write that code (attach.TraceModes pairs each mode with
+// its code). Entry-only functions of the fsession and multi-link modes
+// are traced by a plain fentry program and carry fentry+fexit's code.
 func ModeName(m uint8) string {
 	switch bpfobj.TraceFtpMode(m) {
 	case bpfobj.TraceFtpModeFTP_MODE_FENTRY:
-		return "fentry"
+		return symbols.ModeFentryFexit
 	case bpfobj.TraceFtpModeFTP_MODE_KPROBE_MULTI:
-		return "kprobe-multi"
+		return symbols.ModeKprobeMulti
 	case bpfobj.TraceFtpModeFTP_MODE_KPROBE:
-		return "kprobe"
+		return symbols.ModeKprobe
 	case bpfobj.TraceFtpModeFTP_MODE_FSESSION:
-		return "fsession"
+		return symbols.ModeFSession
 	case bpfobj.TraceFtpModeFTP_MODE_FENTRY_MULTI:
-		return "fentry-multi"
+		return symbols.ModeFentryMulti
 	case bpfobj.TraceFtpModeFTP_MODE_FSESSION_MULTI:
-		return "fsession-multi"
+		return symbols.ModeFSessionMulti
 	case bpfobj.TraceFtpModeFTP_MODE_KPROBE_SESSION:
-		return "kprobe-session"
+		return symbols.ModeKprobeSession
 	}
 	return "mode" + strconv.Itoa(int(m))
 }

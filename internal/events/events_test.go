@@ -101,7 +101,7 @@ func TestJSONFormat(t *testing.T) {
 	assert.Equal(t, "workload", m["comm"])
 	assert.Equal(t, "ext4_file_open", m["func"])
 	assert.Equal(t, "ext4", m["module"])
-	assert.Equal(t, "fentry", m["mode"])
+	assert.Equal(t, "fentry+fexit", m["mode"])
 	assert.Equal(t, json.Number("3"), m["depth"])
 	assert.Equal(t, json.Number("-2"), m["ret"])
 	assert.Equal(t, "-ENOENT", m["ret_str"])
@@ -299,7 +299,7 @@ func TestPerfettoTraceEventFormat(t *testing.T) {
 	assert.Equal(t, 4.0, outerS.Args["ret"])
 	assert.Equal(t, "4", outerS.Args["ret_str"])
 	assert.Equal(t, map[string]any{"dfd": -100.0, "filename": "0xffffe2a627bc", "how": nil}, outerS.Args["args"])
-	assert.Equal(t, "fentry", outerS.Args["mode"])
+	assert.Equal(t, "fentry+fexit", outerS.Args["mode"])
 	assert.Equal(t, 1, p.Skipped)
 }
 

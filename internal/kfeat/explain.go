@@ -36,6 +36,10 @@ func (in *Info) Reason(mode string, err error) (string, error) {
 	if hasErrno {
 		name = errnoName(errno)
 	}
+	fprobe := strings.HasPrefix(mode, "kprobe.") || strings.HasPrefix(mode, "kretprobe.")
+	if reason := in.fprobeReason(mode, name); fprobe && reason != "" && !(hasErrno && errno == unix.EPERM) {
+		return reason, ErrUnsupported
+	}
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) && !(hasErrno && errno == unix.EPERM) {
 		if os.Getenv("FTPROBE_VERIFIER_LOG") != "" {
@@ -54,7 +58,6 @@ func (in *Info) Reason(mode string, err error) (string, error) {
 		return "the BPF verifier of this kernel rejected ftprobe's " + mode + " program (" + last + "); please report it with `ftprobe features --json`", nil
 	}
 	trampoline := strings.HasPrefix(mode, "fentry") || strings.HasPrefix(mode, "fexit") || strings.HasPrefix(mode, "fsession") || mode == "tp_btf"
-	fprobe := strings.HasPrefix(mode, "kprobe.") || strings.HasPrefix(mode, "kretprobe.")
 	switch {
 	case errors.Is(err, ErrKernelPredates):
 		what := "the tracing multi links (BPF_TRACE_FENTRY_MULTI, FEXIT_MULTI, FSESSION_MULTI: one trampoline link for many functions, Linux 7.x)"
@@ -78,12 +81,6 @@ func (in *Info) Reason(mode string, err error) (string, error) {
 			why += " (kCFI builds without CALL_OPS lose direct calls)"
 		}
 		return "no ftrace direct calls on this arm64 kernel: " + why + paren(name), ErrUnsupported
-	case fprobe && in.ConfigValue("CONFIG_FPROBE") == "n":
-		extra := ""
-		if in.Arch == "arm64" && !in.AtLeast(6, 14) {
-			extra = "; arm64 fprobe came with function-graph-based fprobe, 6.14"
-		}
-		return "CONFIG_FPROBE not set: kprobe.multi and kprobe.session need fprobe" + extra + paren(name), ErrUnsupported
 	case fprobe && errors.Is(err, ebpf.ErrNotSupported):
 		return "kprobe.multi links are not available on this kernel (needs CONFIG_FPROBE, 5.18+; kprobe.session 6.10+): " + err.Error(), ErrUnsupported
 	case (mode == "kprobe" || mode == "kretprobe") && in.ConfigValue("CONFIG_KPROBES") == "n":
@@ -118,6 +115,27 @@ func (in *Info) Reason(mode string, err error) (string, error) {
 		return fmt.Sprintf("%v (%s)", err, name), nil
 	}
 	return err.Error(), nil
+}
+
+// fprobeReason is what the kernel lacks for the fprobe path mode,
+// whatever failed (the program's session kfuncs too): fprobe itself, or
+// for kprobe.session the 7.0 session kfuncs ftprobe's program calls on
+// ctx; "" when neither. name is the errno's name, if any.
+func (in *Info) fprobeReason(mode, name string) string {
+	switch {
+	case in.ConfigValue("CONFIG_FPROBE") == "n":
+		extra := ""
+		if in.Arch == "arm64" && !in.AtLeast(6, 14) {
+			extra = "; arm64 fprobe came with function-graph-based fprobe, 6.14"
+		}
+		return "CONFIG_FPROBE not set: kprobe.multi and kprobe.session need fprobe" + extra + paren(name)
+	case mode == "kprobe.session" && in.Major > 0 && !in.AtLeast(7, 0):
+		// The link type is 6.10's, but ftprobe's program reads the
+		// session through bpf_session_is_return(ctx) and
+		// bpf_session_cookie(ctx), the 7.0 prototypes.
+		return fmt.Sprintf("ftprobe's kprobe.session program needs Linux 7.0's session kfuncs on ctx (bpf_session_is_return, bpf_session_cookie); this is %d.%d (kprobe.multi+kretprobe.multi works from 5.18)", in.Major, in.Minor)
+	}
+	return ""
 }
 
 func paren(s string) string {

@@ -37,6 +37,10 @@ func TestReasons(t *testing.T) {
 			"another ftrace user owns this function with IPMODIFY or a direct call (livepatch, another trampoline) (EBUSY)", nil},
 		{info("amd64", "6.18.44", map[string]string{"CONFIG_KPROBES": "n"}), "kprobe", errors.New("no such file"),
 			"CONFIG_KPROBES not set", ErrUnsupported},
+		{info("amd64", "6.12.117+deb13-amd64", map[string]string{"CONFIG_FPROBE": "y"}), "kprobe.session", &ebpf.VerifierError{Log: []string{"arg#0 expected pointer to ctx"}},
+			"ftprobe's kprobe.session program needs Linux 7.0's session kfuncs on ctx (bpf_session_is_return, bpf_session_cookie); this is 6.12 (kprobe.multi+kretprobe.multi works from 5.18)", ErrUnsupported},
+		{arm73, "kprobe.session", fmt.Errorf("x: %w", unix.EINVAL),
+			"the kernel rejected the attach (EINVAL: not an ftrace location, or the prototype is unsupported)", nil},
 	} {
 		got, class := c.in.Reason(c.mode, c.err)
 		assert.Equal(t, c.want, got, "%s %s", c.in.Release, c.mode)

@@ -128,7 +128,7 @@ func (k *Kernel) Fix(f *Func, mode string) string {
 		}
 	}
 	var other []string
-	for _, m := range []string{ModeFentry, ModeFSession, ModeFentryMulti, ModeKprobeMulti, ModeKprobe} {
+	for _, m := range Modes {
 		if m != mode && f.Skip[m] == "" {
 			other = append(other, m)
 		}
@@ -142,8 +142,8 @@ func (k *Kernel) Fix(f *Func, mode string) string {
 			pat += " [" + f.Module + "]"
 		}
 		h := "--mode " + other[0] + " takes it"
-		if len(other) > 1 {
-			h = "--mode " + strings.Join(other, " or ") + " takes it"
+		if n := len(other); n > 1 {
+			h = "--mode " + strings.Join(other[:n-1], ", ") + " or " + other[n-1] + " takes it"
 		}
 		if f.Copies > 1 && !IsTrampolineMode(other[0]) {
 			h += " (" + pat + " selects this copy only)"

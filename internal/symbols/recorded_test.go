@@ -103,7 +103,7 @@ func (fx fixture) addrs(name, mod string) []uint64 {
 
 func TestRecordedFixedFunctions(t *testing.T) {
 	eachKernel(t, func(t *testing.T, fx fixture) {
-		r, err := fx.k.Resolve([]string{"do_sys_openat2", "vfs_read", "ksys_read"}, nil, ModeFentry, 0)
+		r, err := fx.k.Resolve([]string{"do_sys_openat2", "vfs_read", "ksys_read"}, nil, ModeFentryFexit, 0)
 		require.NoError(t, err)
 		require.Len(t, r.Funcs, 3)
 		for i, name := range []string{"do_sys_openat2", "vfs_read", "ksys_read"} {
@@ -128,14 +128,14 @@ func TestRecordedFixedFunctions(t *testing.T) {
 		assert.Len(t, r.Funcs, 2)
 		_, err = fx.k.Resolve([]string{"vfs_*"}, nil, ModeKprobeMulti, 1)
 		assert.ErrorIs(t, err, ErrTooMany)
-		_, err = fx.k.Resolve([]string{"do_sys_openat"}, nil, ModeFentry, 0)
+		_, err = fx.k.Resolve([]string{"do_sys_openat"}, nil, ModeFentryFexit, 0)
 		require.ErrorIs(t, err, ErrNoMatch)
 		assert.ErrorContains(t, err, "did you mean do_sys_openat2")
 		// Every match excluded, and a wildcard matching nothing, say so.
-		_, err = fx.k.Resolve([]string{"vfs_read"}, []string{"vfs_*"}, ModeFentry, 0)
+		_, err = fx.k.Resolve([]string{"vfs_read"}, []string{"vfs_*"}, ModeFentryFexit, 0)
 		require.ErrorIs(t, err, ErrNoMatch)
 		assert.ErrorContains(t, err, `"vfs_read": it matches 1 kallsyms entries, but --exclude vfs_* removed every one`)
-		_, err = fx.k.Resolve([]string{"nosuchfn_*"}, nil, ModeFentry, 0)
+		_, err = fx.k.Resolve([]string{"nosuchfn_*"}, nil, ModeFentryFexit, 0)
 		require.ErrorIs(t, err, ErrNoMatch)
 		assert.ErrorContains(t, err, `"nosuchfn_*": the pattern matches nothing in kallsyms`)
 		// A pattern covered by an earlier one adds nothing and is no error.
@@ -145,7 +145,7 @@ func TestRecordedFixedFunctions(t *testing.T) {
 		fs, err := fx.k.Match([]string{"vfs_read", "vfs_read"}, nil)
 		require.NoError(t, err)
 		assert.Len(t, fs, 1)
-		_, err = fx.k.Resolve([]string{"vfs_read"}, []string{"do_*", "vfs_r*"}, ModeFentry, 0)
+		_, err = fx.k.Resolve([]string{"vfs_read"}, []string{"do_*", "vfs_r*"}, ModeFentryFexit, 0)
 		assert.ErrorContains(t, err, "--exclude vfs_r* removed every one", "names only the exclude that matched")
 	})
 }
@@ -158,7 +158,7 @@ func TestRecordedDuplicates(t *testing.T) {
 			addrs := fx.addrs(name, "")
 			r, err := fx.k.Resolve([]string{name}, nil, ModeKprobeMulti, 0)
 			require.NoError(t, err, name)
-			require.Len(t, r.Funcs, len(addrs), "%s: kprobe-multi attaches every copy", name)
+			require.Len(t, r.Funcs, len(addrs), "%s: kprobe.multi attaches every copy", name)
 			for i, f := range r.Funcs {
 				assert.Equal(t, addrs[i], f.Addr)
 				assert.Equal(t, len(addrs), f.Copies)
@@ -166,16 +166,16 @@ func TestRecordedDuplicates(t *testing.T) {
 			}
 			// fentry attaches by name: the kernel resolves the lowest
 			// address; the other copies are refused and say which copy a
-			// trampoline gets, and kprobe-multi takes them.
-			r, err = fx.k.Resolve([]string{name}, nil, ModeFentry, 0)
+			// trampoline gets, and the fprobe modes take them.
+			r, err = fx.k.Resolve([]string{name}, nil, ModeFentryFexit, 0)
 			require.NoError(t, err, name)
 			require.Len(t, r.Funcs, 1, "%s: fentry attaches one copy by BTF id", name)
 			low := slices.Min(addrs)
 			assert.Equal(t, low, r.Funcs[0].Addr, "the lowest address")
 			require.Len(t, r.Skipped, len(addrs)-1)
 			for _, f := range r.Skipped {
-				assert.Equal(t, fmt.Sprintf("another copy: a trampoline attaches by name to the copy the kernel resolves (%s@%#x, the lowest address), not this one", name, low), f.Skip[ModeFentry])
-				assert.Equal(t, fmt.Sprintf("--mode kprobe-multi or kprobe takes it (%s@%#x selects this copy only)", name, f.Addr), fx.k.Fix(f, ModeFentry))
+				assert.Equal(t, fmt.Sprintf("another copy: a trampoline attaches by name to the copy the kernel resolves (%s@%#x, the lowest address), not this one", name, low), f.Skip[ModeFentryFexit])
+				assert.Equal(t, fmt.Sprintf("--mode kprobe.session, kprobe.multi+kretprobe.multi or kprobe+kretprobe takes it (%s@%#x selects this copy only)", name, f.Addr), fx.k.Fix(f, ModeFentryFexit))
 			}
 			last := addrs[len(addrs)-1]
 			r, err = fx.k.Resolve([]string{fmt.Sprintf("%s@%x", name, last)}, nil, ModeKprobeMulti, 0)
@@ -198,11 +198,11 @@ func TestRecordedCompilerCopies(t *testing.T) {
 			require.NotEmpty(t, copies, "no %s copy recorded", suf)
 			for _, c := range copies {
 				base := BaseName(c.Name)
-				// The exact copy name: kprobe-multi traces it, fentry refuses it.
+				// The exact copy name: kprobe.multi traces it, fentry refuses it.
 				r, err := fx.k.Resolve([]string{c.Name}, nil, ModeKprobeMulti, 0)
 				require.NoError(t, err, c.Name)
 				assert.Equal(t, c.Addr, r.Funcs[0].Addr)
-				_, err = fx.k.Resolve([]string{c.Name}, nil, ModeFentry, 0)
+				_, err = fx.k.Resolve([]string{c.Name}, nil, ModeFentryFexit, 0)
 				require.ErrorIs(t, err, ErrUntraceable, c.Name)
 				assert.ErrorContains(t, err, "compiler copy without BTF of its own ("+c.Name)
 				// The base name finds the copy, with the original's BTF.
@@ -236,8 +236,8 @@ func TestRecordedCompilerCopies(t *testing.T) {
 	})
 }
 
-// skipsFentryOnly asserts that name is skipped in fentry mode (and the
-// other trampoline modes) with want, and traceable with kprobe-multi.
+// skipsFentryOnly asserts that name is skipped in fentry+fexit mode (and the
+// other trampoline modes) with want, and traceable with kprobe.multi.
 func skipsFentryOnly(t *testing.T, fx fixture, name, want string) {
 	t.Helper()
 	fs, err := fx.k.Match([]string{name}, nil)
@@ -246,13 +246,15 @@ func skipsFentryOnly(t *testing.T, fx fixture, name, want string) {
 		if f.Name != name {
 			continue
 		}
-		assert.Contains(t, f.Skip[ModeFentry], want, name)
-		assert.Equal(t, f.Skip[ModeFentry], f.Skip[ModeFSession], name)
-		assert.Equal(t, f.Skip[ModeFentry], f.Skip[ModeFentryMulti], name)
+		assert.Contains(t, f.Skip[ModeFentryFexit], want, name)
+		assert.Equal(t, f.Skip[ModeFentryFexit], f.Skip[ModeFSession], name)
+		assert.Equal(t, f.Skip[ModeFentryFexit], f.Skip[ModeFSessionMulti], name)
+		assert.Equal(t, f.Skip[ModeFentryFexit], f.Skip[ModeFentryMulti], name)
 		assert.Empty(t, f.Skip[ModeKprobeMulti], name)
+		assert.Empty(t, f.Skip[ModeKprobeSession], name)
 		assert.Empty(t, f.Skip[ModeKprobe], name)
 	}
-	_, err = fx.k.Resolve([]string{name}, nil, ModeFentry, 0)
+	_, err = fx.k.Resolve([]string{name}, nil, ModeFentryFexit, 0)
 	require.ErrorIs(t, err, ErrUntraceable, name)
 	assert.ErrorContains(t, err, want)
 	_, err = fx.k.Resolve([]string{name}, nil, ModeKprobeMulti, 0)
@@ -306,7 +308,7 @@ func TestRecordedPrototypeLimits(t *testing.T) {
 				return ok(fp) && len(fp.Params) > 6 && len(fp.Params) <= lim.MaxArgs && !noreturn[name] && len(fx.addrs(name, "")) == 1
 			})
 			require.NotEmpty(t, within, "no function with 7..%d arguments recorded", lim.MaxArgs)
-			r, err := fx.k.Resolve(within, nil, ModeFentry, 0)
+			r, err := fx.k.Resolve(within, nil, ModeFentryFexit, 0)
 			require.NoError(t, err, "within the limit, fentry takes them")
 			assert.Len(t, r.Funcs, len(within))
 			accepted[set+" args"] += len(within)
@@ -327,7 +329,7 @@ func TestRecordedPrototypeLimits(t *testing.T) {
 					refused[set+" struct"]++
 					continue
 				}
-				r, err := fx.k.Resolve([]string{name}, nil, ModeFentry, 0)
+				r, err := fx.k.Resolve([]string{name}, nil, ModeFentryFexit, 0)
 				require.NoError(t, err, "%s: a %d-byte struct by value is within %d bytes", name, size, lim.MaxStruct)
 				assert.Empty(t, r.Funcs[0].Skip[ModeFSession], name)
 				accepted[set+" struct"]++
@@ -353,7 +355,7 @@ func TestRecordedNoreturnDenyNotrace(t *testing.T) {
 		require.NotEmpty(t, nr, "no noreturn function recorded")
 		for _, name := range nr {
 			// Traced at entry only, in every mode.
-			for _, mode := range []string{ModeFentry, ModeKprobeMulti, ModeKprobe, ModeFSession, ModeFentryMulti} {
+			for _, mode := range []string{ModeFentryFexit, ModeKprobeMulti, ModeKprobe, ModeFSession, ModeFentryMulti} {
 				r, err := fx.k.Resolve([]string{name}, nil, mode, 0)
 				require.NoError(t, err, "%s in %s mode", name, mode)
 				require.NotEmpty(t, r.Funcs, name)
@@ -363,7 +365,7 @@ func TestRecordedNoreturnDenyNotrace(t *testing.T) {
 				assert.Equal(t, "entry only: "+r.Funcs[0].Display()+" (noreturn)", EntryOnlySummary(r.Funcs[:1]))
 			}
 		}
-		r, err := fx.k.Resolve([]string{"vfs_read"}, nil, ModeFentry, 0)
+		r, err := fx.k.Resolve([]string{"vfs_read"}, nil, ModeFentryFexit, 0)
 		require.NoError(t, err)
 		assert.Empty(t, r.Funcs[0].EntryOnly, "vfs_read returns")
 		assert.Empty(t, EntryOnlySummary(r.Funcs))
@@ -384,7 +386,7 @@ func TestRecordedNoreturnDenyNotrace(t *testing.T) {
 		require.NotEmpty(t, denied, "no deny-listed function recorded")
 		require.NotEmpty(t, notrace, "no function missing from available_filter_functions recorded")
 		for _, name := range denied {
-			for _, mode := range []string{ModeFentry, ModeKprobeMulti, ModeKprobe, ModeFSession, ModeFentryMulti} {
+			for _, mode := range []string{ModeFentryFexit, ModeKprobeMulti, ModeKprobe, ModeFSession, ModeFentryMulti} {
 				_, err := fx.k.Resolve([]string{name}, nil, mode, 0)
 				require.ErrorIs(t, err, ErrUntraceable, name)
 				assert.ErrorContains(t, err, "deny-listed ("+Denied(name))
@@ -396,7 +398,7 @@ func TestRecordedNoreturnDenyNotrace(t *testing.T) {
 			assert.ErrorContains(t, err, "not in available_filter_functions")
 		}
 		// A glob over everything counts every reason.
-		r, err = fx.k.Resolve([]string{"*"}, nil, ModeFentry, 0)
+		r, err = fx.k.Resolve([]string{"*"}, nil, ModeFentryFexit, 0)
 		require.NoError(t, err)
 		var reasons []string
 		for k := range r.Reasons {
@@ -408,7 +410,7 @@ func TestRecordedNoreturnDenyNotrace(t *testing.T) {
 		}
 		assert.NotContains(t, r.SkipSummary(), "noreturn")
 		for _, f := range r.Funcs {
-			assert.Empty(t, f.Skip[ModeFentry], f.Name)
+			assert.Empty(t, f.Skip[ModeFentryFexit], f.Name)
 		}
 	})
 }
@@ -423,7 +425,7 @@ func TestRecordedModules(t *testing.T) {
 		}
 		require.NotEmpty(t, mods, "no module function recorded (record with --load-module)")
 		for _, s := range mods {
-			r, err := fx.k.Resolve([]string{s.Name + " [" + s.Module + "]"}, nil, ModeFentry, 0)
+			r, err := fx.k.Resolve([]string{s.Name + " [" + s.Module + "]"}, nil, ModeFentryFexit, 0)
 			require.NoError(t, err, s.Name)
 			assert.Equal(t, s.Name+" ["+s.Module+"]", r.Funcs[0].Display())
 			assert.Equal(t, s.Name, r.Funcs[0].BTFName)
@@ -456,18 +458,18 @@ func TestRecordedFix(t *testing.T) {
 			switch {
 			case cp == nil && f.Module == "" && IsSuffixedCopy(f.Name) && f.Skip[ModeKprobeMulti] == "" && fx.k.Copies(BaseName(f.Name), "") > 0 && f.BTFName != "":
 				cp = f
-			case mod == nil && f.Module != "" && f.Skip[ModeFentry] == "" && f.Skip[ModeFSession] != "":
+			case mod == nil && f.Module != "" && f.Skip[ModeFentryFexit] == "" && f.Skip[ModeFSession] != "":
 				mod = f
 			case denied == nil && Denied(f.Name) != "":
 				denied = f
 			}
 		}
 		require.NotNil(t, cp, "a compiler copy whose original is in kallsyms")
-		assert.Equal(t, "trace the original "+BaseName(cp.Name)+" (its own BTF) in fentry mode; --mode kprobe-multi or kprobe takes it", fx.k.Fix(cp, ModeFentry))
-		assert.Empty(t, fx.k.Fix(cp, ModeKprobeMulti), "kprobe-multi takes it: nothing to fix")
+		assert.Equal(t, "trace the original "+BaseName(cp.Name)+" (its own BTF) in fentry+fexit mode; --mode kprobe.session, kprobe.multi+kretprobe.multi or kprobe+kretprobe takes it", fx.k.Fix(cp, ModeFentryFexit))
+		assert.Empty(t, fx.k.Fix(cp, ModeKprobeMulti), "kprobe.multi+kretprobe.multi takes it: nothing to fix")
 		require.NotNil(t, mod, "a module function")
-		assert.Equal(t, "--mode fentry or kprobe-multi or kprobe takes it", fx.k.Fix(mod, ModeFSession))
+		assert.Equal(t, "--mode fentry+fexit, kprobe.session, kprobe.multi+kretprobe.multi or kprobe+kretprobe takes it", fx.k.Fix(mod, ModeFSession))
 		require.NotNil(t, denied)
-		assert.Empty(t, fx.k.Fix(denied, ModeFentry), "no mode takes a deny-listed function")
+		assert.Empty(t, fx.k.Fix(denied, ModeFentryFexit), "no mode takes a deny-listed function")
 	})
 }

@@ -20,17 +20,32 @@ import (
 	"github.com/cilium/ebpf/btf"
 )
 
-// Attach modes a function is checked for.
+// The trace modes (trace and stat --mode), each named by the kernel attach
+// paths it uses joined by '+' (attach.TraceModes lists the paths of each).
+// A function is checked for every one (Func.Skip).
 const (
-	ModeFentry      = "fentry"
-	ModeKprobeMulti = "kprobe-multi"
-	ModeKprobe      = "kprobe"
+	// ModeFentryFexit is one fentry and one fexit program per function
+	// (5.5; arm64 6.4).
+	ModeFentryFexit = "fentry+fexit"
 	// ModeFSession is one fsession program per function (7.0).
 	ModeFSession = "fsession"
-	// ModeFentryMulti is one fentry.multi+fexit.multi (or fsession.multi)
-	// link for all functions (7.x).
-	ModeFentryMulti = "fentry-multi"
+	// ModeFSessionMulti is one fsession.multi link for all functions (7.x).
+	ModeFSessionMulti = "fsession.multi"
+	// ModeFentryMulti is one fentry.multi and one fexit.multi link for all
+	// functions (7.x).
+	ModeFentryMulti = "fentry.multi+fexit.multi"
+	// ModeKprobeSession is one kprobe.session link for all functions
+	// (6.10; ftprobe's program needs 7.0's session kfuncs on ctx).
+	ModeKprobeSession = "kprobe.session"
+	// ModeKprobeMulti is one kprobe.multi and one kretprobe.multi link for
+	// all functions (5.18 with CONFIG_FPROBE; arm64 6.14).
+	ModeKprobeMulti = "kprobe.multi+kretprobe.multi"
+	// ModeKprobe is one kprobe and one kretprobe per function.
+	ModeKprobe = "kprobe+kretprobe"
 )
+
+// Modes lists the trace modes in `trace --mode` order (after auto).
+var Modes = []string{ModeFentryFexit, ModeFSession, ModeFSessionMulti, ModeFentryMulti, ModeKprobeSession, ModeKprobeMulti, ModeKprobe}
 
 // Sym is one text symbol from /proc/kallsyms.
 type Sym struct {
@@ -871,7 +886,7 @@ func (k *Kernel) dedupeForFentry(fs []*Func, res *Resolution) []*Func {
 			for _, f := range g {
 				addrs = append(addrs, fmt.Sprintf("%s@%#x", f.Name, f.Addr))
 			}
-			res.Notes = append(res.Notes, fmt.Sprintf("%s is ambiguous (%d copies: %s); fentry attaches by BTF id to the one the kernel resolves; kprobe-multi traces all copies", g[0].Display(), len(g), strings.Join(addrs, ", ")))
+			res.Notes = append(res.Notes, fmt.Sprintf("%s is ambiguous (%d copies: %s); the trampoline modes attach by BTF id to the one the kernel resolves; kprobe.session and kprobe.multi+kretprobe.multi trace all copies", g[0].Display(), len(g), strings.Join(addrs, ", ")))
 		}
 	}
 	return out
@@ -913,9 +928,10 @@ func (k *Kernel) describe(i int) *Func {
 	if d := Denied(s.Name); d != "" && common == "" {
 		common = "deny-listed (" + d + ": tracing it recurses into BPF, ftrace or RCU)"
 	}
+	f.Skip[ModeKprobeSession] = common
 	f.Skip[ModeKprobeMulti] = common
 	f.Skip[ModeKprobe] = common
-	f.Skip[ModeFentry] = common
+	f.Skip[ModeFentryFexit] = common
 	if k.BTF != nil {
 		name := s.Name
 		fn, err := k.BTF(name, s.Module)
@@ -945,15 +961,15 @@ func (k *Kernel) describe(i int) *Func {
 	if common == "" {
 		switch {
 		case f.Proto == nil:
-			f.Skip[ModeFentry] = "no BTF prototype (fentry needs one)"
+			f.Skip[ModeFentryFexit] = "no BTF prototype (fentry needs one)"
 		case IsSuffixedCopy(s.Name):
-			f.Skip[ModeFentry] = "compiler copy without BTF of its own (" + s.Name + ": the BTF prototype is the original's, whose ABI the copy may not keep)"
+			f.Skip[ModeFentryFexit] = "compiler copy without BTF of its own (" + s.Name + ": the BTF prototype is the original's, whose ABI the copy may not keep)"
 		case f.Proto.Varargs:
-			f.Skip[ModeFentry] = "varargs prototype (BPF trampolines reject variadic functions)"
+			f.Skip[ModeFentryFexit] = "varargs prototype (BPF trampolines reject variadic functions)"
 		default:
-			f.Skip[ModeFentry] = k.shapeVerdict(f.Proto)
-			if r := k.resolvedCopy(s.Name); f.Skip[ModeFentry] == "" && f.Copies > 1 && s.Module == "" && r >= 0 && r != i {
-				f.Skip[ModeFentry] = fmt.Sprintf("another copy: a trampoline attaches by name to the copy the kernel resolves (%s@%#x, the lowest address), not this one", s.Name, k.Syms[r].Addr)
+			f.Skip[ModeFentryFexit] = k.shapeVerdict(f.Proto)
+			if r := k.resolvedCopy(s.Name); f.Skip[ModeFentryFexit] == "" && f.Copies > 1 && s.Module == "" && r >= 0 && r != i {
+				f.Skip[ModeFentryFexit] = fmt.Sprintf("another copy: a trampoline attaches by name to the copy the kernel resolves (%s@%#x, the lowest address), not this one", s.Name, k.Syms[r].Addr)
 			}
 		}
 	}
@@ -961,12 +977,11 @@ func (k *Kernel) describe(i int) *Func {
 		f.EntryOnly = EntryOnlyNoreturn
 	}
 	// fsession and the multi links are trampolines too: the same limits.
-	f.Skip[ModeFSession] = f.Skip[ModeFentry]
-	f.Skip[ModeFentryMulti] = f.Skip[ModeFentry]
-	if f.Skip[ModeFentry] == "" && s.Module != "" {
-		why := "module function: ftprobe loads fsession and multi-link programs against vmlinux BTF only (use fentry)"
-		f.Skip[ModeFSession] = why
-		f.Skip[ModeFentryMulti] = why
+	for _, m := range []string{ModeFSession, ModeFSessionMulti, ModeFentryMulti} {
+		f.Skip[m] = f.Skip[ModeFentryFexit]
+		if f.Skip[ModeFentryFexit] == "" && s.Module != "" {
+			f.Skip[m] = "module function: ftprobe loads fsession and multi-link programs against vmlinux BTF only (use " + ModeFentryFexit + ")"
+		}
 	}
 	return f
 }
@@ -1006,9 +1021,10 @@ func (k *Kernel) shapeVerdict(p *Proto) string {
 }
 
 // IsTrampolineMode reports whether mode attaches through BPF trampolines
-// (fentry, fsession, fentry-multi), which target functions by BTF id.
+// (fentry+fexit, fsession, fsession.multi, fentry.multi+fexit.multi),
+// which target functions by BTF id.
 func IsTrampolineMode(mode string) bool {
-	return mode == ModeFentry || mode == ModeFSession || mode == ModeFentryMulti
+	return mode == ModeFentryFexit || mode == ModeFSession || mode == ModeFSessionMulti || mode == ModeFentryMulti
 }
 
 // suggest names the closest functions to a missing name.

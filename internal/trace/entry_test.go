@@ -18,7 +18,7 @@ import (
 // patterns, and only they carry the entry flag (attach.Options.Entries),
 // in a mode asked for, in auto mode and in auto mode's mixed fallback.
 func TestPlanEntry(t *testing.T) {
-	for _, mode := range []string{"", attach.ModeFentry, attach.ModeKprobeMulti} {
+	for _, mode := range []string{"", attach.ModeFentryFexit, attach.ModeKprobeMulti} {
 		fk := &fakeKernel{}
 		o := Options{Patterns: []string{"vfs_*"}, Entries: []string{"do_sys_openat2"}, Mode: mode}
 		_, res, _, err := testPlan(t, "amd64-7.3", o, fk)
@@ -48,10 +48,10 @@ func TestPlanEntryErrors(t *testing.T) {
 		want string
 	}{
 		{Options{Patterns: []string{"vfs_*"}, Entries: []string{"nosuch"}}, symbols.ErrNoMatch, `trace --entry nosuch: no such function "nosuch": not in kallsyms`},
-		{Options{Patterns: []string{"vfs_*"}, Entries: []string{"nosuch"}, Mode: attach.ModeFentry}, symbols.ErrNoMatch, `trace --entry nosuch: no such function "nosuch"`},
+		{Options{Patterns: []string{"vfs_*"}, Entries: []string{"nosuch"}, Mode: attach.ModeFentryFexit}, symbols.ErrNoMatch, `trace --entry nosuch: no such function "nosuch"`},
 		{Options{Patterns: []string{"vfs_*"}, Entries: []string{"do_sys_openat2"}, Excludes: []string{"do_sys_*"}}, symbols.ErrNoMatch, `trace --entry do_sys_openat2: no such function "do_sys_openat2": it matches 1 kallsyms entries, but --exclude do_sys_* removed every one`},
 		{Options{Patterns: []string{"vfs_*"}, Entries: []string{"do_exit"}}, nil, "trace --entry do_exit: do_exit never returns (noreturn): its calls would open a window that never closes"},
-		{Options{Patterns: []string{"vfs_*"}, Entries: []string{"_printk"}, Mode: attach.ModeFentry}, symbols.ErrUntraceable, "trace --entry _printk: function cannot be traced: _printk in fentry mode: varargs prototype"},
+		{Options{Patterns: []string{"vfs_*"}, Entries: []string{"_printk"}, Mode: attach.ModeFentryFexit}, symbols.ErrUntraceable, "trace --entry _printk: function cannot be traced: _printk in fentry+fexit mode: varargs prototype"},
 	} {
 		fk := &fakeKernel{}
 		_, _, _, err := testPlan(t, "amd64-7.3", c.o, fk)
@@ -290,11 +290,11 @@ func TestPipelineEntryUnfinished(t *testing.T) {
 func TestEntriesAttached(t *testing.T) {
 	o := Options{Entries: []string{"do_sys_openat2"}}
 	f := &symbols.Func{ID: 0, Name: "do_sys_openat2"}
-	tr := &attach.Tracer{Mode: "kprobe-multi", Attached: []*symbols.Func{{ID: 1, Name: "vfs_read"}}, Failed: []attach.Failure{{Func: f, Err: errors.New("no such address")}}}
+	tr := &attach.Tracer{Mode: attach.ModeKprobeMulti, Attached: []*symbols.Func{{ID: 1, Name: "vfs_read"}}, Failed: []attach.Failure{{Func: f, Err: errors.New("no such address")}}}
 	err := o.checkEntriesAttached(tr)
 	require.Error(t, err)
 	assert.Equal(t, ClassBadInput, classOf(err))
-	assert.EqualError(t, err, "trace --entry do_sys_openat2 in kprobe-multi mode: no entry function attached (do_sys_openat2: no such address)")
+	assert.EqualError(t, err, "trace --entry do_sys_openat2 in kprobe.multi+kretprobe.multi mode: no entry function attached (do_sys_openat2: no such address)")
 	tr.Attached = append(tr.Attached, f)
 	assert.NoError(t, o.checkEntriesAttached(tr))
 	assert.NoError(t, (&Options{}).checkEntriesAttached(&attach.Tracer{}))

@@ -18,7 +18,7 @@ func TestLossText(t *testing.T) {
 	assert.Equal(t, "none lost; incomplete: 2 string reads faulted", lossText(attach.Losses{StringFaults: 2}))
 	assert.Equal(t, "LOST: 5 ringbuf drops; incomplete: 1 stacks not captured",
 		lossText(attach.Losses{RingbufDrops: 5, NoEntry: 1, StackFailures: 1}))
-	s := &Summary{Mode: "fentry", Losses: attach.Losses{StringFaults: 2, NoEntry: 3}}
+	s := &Summary{Mode: "fentry+fexit", Losses: attach.Losses{StringFaults: 2, NoEntry: 3}}
 	assert.Contains(t, s.Line(), "; none lost (3 calls in flight at attach, detach or the command's exec: 3 exits without entry, 0 entries without exit); incomplete: 2 string reads faulted")
 	assert.Equal(t, "LOST: 4 forked processes not followed (tgids map full)", lossText(attach.Losses{TreeFull: 4}))
 }
@@ -26,7 +26,7 @@ func TestLossText(t *testing.T) {
 // TestEntryOnlyInSummary: the summary names entry-only functions and their
 // reason once, apart from losses and calls in flight.
 func TestEntryOnlyInSummary(t *testing.T) {
-	s := &Summary{Mode: "fentry", Functions: 2, Entries: 3, Events: 3, EntryOnly: "do_group_exit (noreturn)"}
+	s := &Summary{Mode: "fentry+fexit", Functions: 2, Entries: 3, Events: 3, EntryOnly: "do_group_exit (noreturn)"}
 	assert.Contains(t, s.Line(), "; 0 skipped, 0 failed to attach; entry only: do_group_exit (noreturn); none lost")
 	assert.NotContains(t, s.Line(), "in flight")
 	assert.Contains(t, string(s.JSON()), `"entry_only":"do_group_exit (noreturn)"`)
@@ -39,10 +39,10 @@ func TestEntryOnlyInSummary(t *testing.T) {
 // --duration bounds); a long attach or detach is named beside it, a short
 // one is not.
 func TestSummaryWindow(t *testing.T) {
-	s := &Summary{Mode: "fentry", Functions: 76, Elapsed: time.Second, Attach: 23*time.Second + 400*time.Millisecond, Detach: 31 * time.Second}
-	assert.Contains(t, s.Line(), "from 76 functions in fentry mode in 1s (attaching took 23.4s, detaching 31s); 0 skipped")
+	s := &Summary{Mode: "fentry+fexit", Functions: 76, Elapsed: time.Second, Attach: 23*time.Second + 400*time.Millisecond, Detach: 31 * time.Second}
+	assert.Contains(t, s.Line(), "from 76 functions in fentry+fexit mode in 1s (attaching took 23.4s, detaching 31s); 0 skipped")
 	s.Attach, s.Detach = 20*time.Millisecond, 30*time.Millisecond
-	assert.Contains(t, s.Line(), "in fentry mode in 1s; 0 skipped")
+	assert.Contains(t, s.Line(), "in fentry+fexit mode in 1s; 0 skipped")
 	b := s.JSON()
 	assert.Contains(t, string(b), `"elapsed_ns":1000000000,"attach_ns":20000000,"detach_ns":30000000`)
 }

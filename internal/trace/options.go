@@ -26,8 +26,8 @@ func validate(o *Options) error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	if o.Mode != "" && o.Mode != "auto" && !slices.Contains(Modes, o.Mode) {
-		return badInput(fmt.Errorf("--mode %q: want auto, %s", o.Mode, strings.Join(Modes, ", ")))
+	if o.Mode != "" && o.Mode != ModeAuto && !slices.Contains(Modes, o.Mode) {
+		return badInput(fmt.Errorf("--mode %q: want %s, %s", o.Mode, ModeAuto, strings.Join(Modes, ", ")))
 	}
 	if err := o.CheckQuiet(); err != nil {
 		return badInput(err)

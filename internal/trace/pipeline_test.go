@@ -25,12 +25,12 @@ import (
 
 // elapsed matches the tracing window of a summary line, which depends on
 // the machine.
-var elapsed = regexp.MustCompile(` in fentry mode in [0-9.]+(ns|µs|ms|s)`)
+var elapsed = regexp.MustCompile(` in fentry\+fexit mode in [0-9.]+(ns|µs|ms|s)`)
 
 // summaryLine is the log's summary line with the window left out.
 func summaryLine(log string) string {
 	lines := strings.Split(strings.TrimSuffix(log, "\n"), "\n")
-	return elapsed.ReplaceAllString(lines[len(lines)-1], " in fentry mode in T")
+	return elapsed.ReplaceAllString(lines[len(lines)-1], " in fentry+fexit mode in T")
 }
 
 // TestPipelineText: recorded records of a nested call come out as text
@@ -45,12 +45,12 @@ func TestPipelineText(t *testing.T) {
 			"0.000001   1 workload 105/106    → ext4_file_open [ext4](inode=0xffff000012340000, filp=0xffff000056780000)\n"+
 			"0.000003   1 workload 105/106    ← ext4_file_open [ext4] = -ENOENT  1.500µs\n"+
 			"0.003066   1 workload 105/106  ← do_sys_openat2 = 4  3.066ms\n", r.out.String())
-	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) from 2 functions in fentry mode in T; 0 skipped, 0 failed to attach; none lost", summaryLine(r.log.String()))
+	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) from 2 functions in fentry+fexit mode in T; 0 skipped, 0 failed to attach; none lost", summaryLine(r.log.String()))
 	assert.Equal(t, uint64(4), sum.Events)
 	assert.Equal(t, uint64(2), sum.Entries)
 	assert.Equal(t, uint64(2), sum.Exits)
 	assert.Equal(t, map[string]int{"do_sys_openat2": 1, "ext4_file_open [ext4]": 1}, sum.PerFunction)
-	assert.Equal(t, "fentry", sum.Mode)
+	assert.Equal(t, "fentry+fexit", sum.Mode)
 	assert.Equal(t, 2, sum.Functions)
 	assert.Equal(t, 20*time.Millisecond, sum.Attach)
 	assert.NotZero(t, sum.MaxRSSBytes)
@@ -135,7 +135,7 @@ func TestPipelineJSON(t *testing.T) {
 	assert.Equal(t, json.Number("20000000"), s["attach_ns"])
 	assert.Equal(t, map[string]any{"do_sys_openat2": json.Number("1"), "ext4_file_open [ext4]": json.Number("1")}, s["per_function"])
 	assert.Equal(t, json.Number("5"), s["losses"].(map[string]any)["ringbuf_drops"])
-	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) from 2 functions in fentry mode in T; 0 skipped, 0 failed to attach; LOST: 5 ringbuf drops; --filter rejected 1 calls", summaryLine(r.log.String()))
+	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) from 2 functions in fentry+fexit mode in T; 0 skipped, 0 failed to attach; LOST: 5 ringbuf drops; --filter rejected 1 calls", summaryLine(r.log.String()))
 }
 
 // TestPipelinePerfetto: the calls become nested slices of one trace,
@@ -236,7 +236,7 @@ func TestPipelineLosses(t *testing.T) {
 	require.NotNil(t, sum)
 	assert.Equal(t, uint64(5), sum.Losses.RingbufDrops)
 	assert.Contains(t, r.log.String(), "ftprobe: recursion misses by program (a program preempted or interrupted on its CPU and run again there): ftp_fentry (vfs_read) 2, ftp_kmulti 1\n")
-	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) from 2 functions in fentry mode in T; 0 skipped, 1 failed to attach; LOST: 5 ringbuf drops, 3 recursion misses (2 calls in flight at attach, detach or the command's exec: 2 exits without entry, 0 entries without exit); incomplete: 1 stacks not captured",
+	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) from 2 functions in fentry+fexit mode in T; 0 skipped, 1 failed to attach; LOST: 5 ringbuf drops, 3 recursion misses (2 calls in flight at attach, detach or the command's exec: 2 exits without entry, 0 entries without exit); incomplete: 1 stacks not captured",
 		summaryLine(r.log.String()))
 
 	r = newTestRun(Options{}, openCall()...)
@@ -253,14 +253,14 @@ func TestPipelineSkippedAndDeferred(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r.src.empty = cancel
-	res := &symbols.Resolution{Mode: "fentry", Funcs: testFuncs, Skipped: []*symbols.Func{{Name: "_printk"}}}
-	r.p = newPipeline(ctx, r.o, r.src, r.tr, "fentry", testFuncs[:2], res, nil, nil)
+	res := &symbols.Resolution{Mode: "fentry+fexit", Funcs: testFuncs, Skipped: []*symbols.Func{{Name: "_printk"}}}
+	r.p = newPipeline(ctx, r.o, r.src, r.tr, "fentry+fexit", testFuncs[:2], res, nil, nil)
 	sum, err := r.p.run()
 	require.NoError(t, err)
 	assert.Equal(t, 1, sum.Skipped)
 	assert.Equal(t, 1, sum.Losses.SkippedFuncs)
 	assert.True(t, sum.Deferred)
-	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) of 7 calls seen in the kernel (--min-duration/--errors chose) from 2 functions in fentry mode in T; 1 skipped, 0 failed to attach; none lost", summaryLine(r.log.String()))
+	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) of 7 calls seen in the kernel (--min-duration/--errors chose) from 2 functions in fentry+fexit mode in T; 1 skipped, 0 failed to attach; none lost", summaryLine(r.log.String()))
 }
 
 // TestPipelineEntryOnly: an attached function traced at entry only is
@@ -275,7 +275,7 @@ func TestPipelineEntryOnly(t *testing.T) {
 	assert.Equal(t, uint64(1), sum.Entries)
 	assert.Empty(t, sum.PerFunction, "exits are counted per function")
 	assert.Contains(t, r.out.String(), "exiter 105/106  → do_exit(code=0)")
-	assert.Equal(t, "ftprobe: 1 events (1 entries, 0 exits) from 3 functions in fentry mode in T; 0 skipped, 0 failed to attach; entry only: do_exit (noreturn); none lost", summaryLine(r.log.String()))
+	assert.Equal(t, "ftprobe: 1 events (1 entries, 0 exits) from 3 functions in fentry+fexit mode in T; 0 skipped, 0 failed to attach; entry only: do_exit (noreturn); none lost", summaryLine(r.log.String()))
 }
 
 // TestPipelineTargetExited: a --pid that is gone is reported as exited

@@ -88,17 +88,23 @@ func (p *planner) attachOptions(mode string, fs []*symbols.Func, plans map[uint3
 }
 
 // autoOrder is the order in which auto mode tries the modes, and why the
-// first: fentry for up to autoFentryLimit functions (lower per-call
-// cost), kprobe-multi above (one attach syscall) or when fentry cannot
-// resolve (errF), each followed by the other and kprobe; fsession first
-// where the kernel has it and fentry takes every function, fentry-multi
-// first where the kernel has it. resF and errF are fentry's resolution.
+// first: fentry+fexit for up to autoFentryLimit functions (lower per-call
+// cost), the fprobe modes above (one link, one attach syscall) or when
+// fentry cannot resolve (errF), each followed by the others and
+// kprobe+kretprobe; fsession first where the kernel has it and fentry
+// takes every function, the tracing multi links first where the kernel
+// has them. A session mode comes before its pair (sessionPair) where the
+// kernel has its attach type. resF and errF are fentry's resolution.
 func autoOrder(resF *symbols.Resolution, errF error, has func(attachType string) bool) (order []string, why string) {
-	order = []string{attach.ModeFentry, attach.ModeKprobeMulti, attach.ModeKprobe}
+	fprobe := []string{attach.ModeKprobeMulti}
+	if has("BPF_TRACE_KPROBE_SESSION") {
+		fprobe = []string{attach.ModeKprobeSession, attach.ModeKprobeMulti}
+	}
+	order = append(append([]string{attach.ModeFentryFexit}, fprobe...), attach.ModeKprobe)
 	why = "fentry/fexit trampolines cost less per call"
 	if errF != nil || len(resF.Funcs) > autoFentryLimit {
-		order = []string{attach.ModeKprobeMulti, attach.ModeFentry, attach.ModeKprobe}
-		why = "one kprobe.multi link attaches many functions in one syscall"
+		order = append(append(fprobe, attach.ModeFentryFexit), attach.ModeKprobe)
+		why = "one " + fprobe[0] + " link attaches many functions in one syscall"
 		if errF != nil {
 			why = "not every function can take fentry"
 		}
@@ -115,10 +121,26 @@ func autoOrder(resF *symbols.Resolution, errF error, has func(attachType string)
 	if errF == nil && has("BPF_TRACE_FENTRY_MULTI") {
 		// 7.x: trampolines' per-call cost with one link for all functions;
 		// where the kernel refuses the link (arm64 7.3), the order above.
-		order = append([]string{attach.ModeFentryMulti}, order...)
+		multi := []string{attach.ModeFentryMulti}
+		if has("BPF_TRACE_FSESSION_MULTI") {
+			multi = []string{attach.ModeFSessionMulti, attach.ModeFentryMulti}
+		}
+		order = append(multi, order...)
 		why = "this kernel has tracing multi links: trampoline per-call cost, all functions attached with one link"
 	}
 	return order, why
+}
+
+// sessionPair maps a session mode to the pair of links that does its job:
+// auto goes on from the session mode to the pair after any refusal, not
+// only an unsupported one (ftprobe's kprobe.session program needs 7.0's
+// session kfuncs on ctx, which 6.10 to 6.19 refuse in the verifier).
+var sessionPair = map[string]string{attach.ModeKprobeSession: attach.ModeKprobeMulti, attach.ModeFSessionMulti: attach.ModeFentryMulti}
+
+// nextOnError reports whether auto goes on to order[i+1] after mode
+// order[i] failed with err.
+func nextOnError(order []string, i int, err error) bool {
+	return errors.Is(err, kfeat.ErrUnsupported) || i+1 < len(order) && sessionPair[order[i]] == order[i+1]
 }
 
 // openAuto picks the mode (autoOrder) and opens the first one this
@@ -130,7 +152,7 @@ func (p *planner) openAuto() (*attach.Tracer, *symbols.Resolution, error) {
 	if err := o.resolveEntries(k, attach.ModeKprobeMulti); err != nil && !errors.Is(err, symbols.ErrUntraceable) {
 		return nil, nil, err
 	}
-	resF, errF := k.Resolve(o.allPatterns(), o.Excludes, attach.ModeFentry, 0)
+	resF, errF := k.Resolve(o.allPatterns(), o.Excludes, attach.ModeFentryFexit, 0)
 	order, why := autoOrder(resF, errF, p.has)
 	var firstErr error
 	var unavailable, tried []string
@@ -155,13 +177,23 @@ func (p *planner) openAuto() (*attach.Tracer, *symbols.Resolution, error) {
 		if err := o.checkAggEntryOnly(res); err != nil {
 			return nil, nil, badInput(err)
 		}
-		if (m == attach.ModeFentry || m == attach.ModeFentryMulti) && len(res.Skipped) > 0 {
-			if t, mres, err := p.openMixed(res, m); err == nil {
+		if m != attach.ModeFSession && symbols.IsTrampolineMode(m) && len(res.Skipped) > 0 {
+			t, mres, err := p.openMixed(res, m)
+			if err == nil {
 				return t, mres, nil
-			} else if !errors.Is(err, kfeat.ErrUnsupported) {
-				return nil, nil, err
 			}
-			// kprobe.multi is missing: fentry alone, with its skips.
+			if !errors.Is(err, kfeat.ErrUnsupported) {
+				if !nextOnError(order, i, err) {
+					return nil, nil, err
+				}
+				if firstErr == nil {
+					firstErr = err
+				}
+				unavailable, tried = append(unavailable, err.Error()), append(tried, m)
+				continue
+			}
+			// kprobe.multi (or the trampoline mode) is missing: the
+			// trampolines alone, with their skips.
 		}
 		plans, err := o.compileExprs(k, res.Funcs)
 		if err != nil {
@@ -185,7 +217,7 @@ func (p *planner) openAuto() (*attach.Tracer, *symbols.Resolution, error) {
 		if firstErr == nil {
 			firstErr = err
 		}
-		if !errors.Is(err, kfeat.ErrUnsupported) {
+		if !nextOnError(order, i, err) {
 			return nil, nil, err
 		}
 		unavailable = append(unavailable, err.Error())
@@ -250,7 +282,7 @@ func (p *planner) openMixed(resF *symbols.Resolution, tramp string) (*attach.Tra
 	ao := p.attachOptions(attach.ModeMixed, fs, plans)
 	ao.MixedTrampoline, ao.MultiFuncs = tramp, ms
 	ao.Entries = o.entryIDs(append(append([]*symbols.Func{}, fs...), ms...))
-	if err := o.checkEntryIDs(ao.Entries, attach.ModeMixed); err != nil {
+	if err := o.checkEntryIDs(ao.Entries, ModeAuto); err != nil {
 		return nil, nil, err
 	}
 	t, err := p.open(ao)
@@ -262,8 +294,9 @@ func (p *planner) openMixed(resF *symbols.Resolution, tramp string) (*attach.Tra
 		parts = append(parts, fmt.Sprintf("%d %s", n, r))
 	}
 	sort.Strings(parts)
-	fmt.Fprintf(o.Log, "ftprobe: auto mode: %d functions through %s trampolines (cheaper per call), %d through kprobe.multi because %s cannot take them: %s\n",
-		len(fs), tramp, len(ms), tramp, strings.Join(parts, ", "))
+	multi := strings.TrimPrefix(t.Mode, tramp+"+")
+	fmt.Fprintf(o.Log, "ftprobe: auto mode: %d functions through %s trampolines (cheaper per call), %d through %s because %s cannot take them: %s\n",
+		len(fs), tramp, len(ms), multi, tramp, strings.Join(parts, ", "))
 	res := &symbols.Resolution{Mode: t.Mode, Funcs: append(fs, ms...), Skipped: resK.Skipped, Reasons: resK.Reasons, Notes: resF.Notes}
 	return t, res, nil
 }

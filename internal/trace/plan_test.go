@@ -40,7 +40,15 @@ func (f *fakeKernel) open(o attach.Options) (*attach.Tracer, error) {
 	if err := f.refuse[o.Mode]; err != nil {
 		return nil, err
 	}
-	return &attach.Tracer{Mode: o.Mode, Attached: append(append([]*symbols.Func{}, o.Funcs...), o.MultiFuncs...)}, nil
+	mode := o.Mode
+	if mode == attach.ModeMixed {
+		// As attach.Open names a mixed trace: the two modes taken.
+		mode = o.MixedTrampoline + "+" + attach.ModeKprobeMulti
+		if f.types["BPF_TRACE_KPROBE_SESSION"] {
+			mode = o.MixedTrampoline + "+" + attach.ModeKprobeSession
+		}
+	}
+	return &attach.Tracer{Mode: mode, Attached: append(append([]*symbols.Func{}, o.Funcs...), o.MultiFuncs...)}, nil
 }
 
 func (f *fakeKernel) modes() []string {
@@ -79,10 +87,10 @@ func TestAutoPicksFentry(t *testing.T) {
 			fk := &fakeKernel{}
 			tr, res, log, err := testPlan(t, kernel, Options{Patterns: []string{"vfs_*"}, Excludes: []string{"vfs_write"}}, fk)
 			require.NoError(t, err)
-			assert.Equal(t, "fentry", tr.Mode)
+			assert.Equal(t, "fentry+fexit", tr.Mode)
 			assert.Equal(t, []string{"vfs_read"}, names(res.Funcs), "vfs_write excluded")
-			assert.Equal(t, "ftprobe: auto mode picked fentry for 1 functions: fentry/fexit trampolines cost less per call\n", log)
-			assert.Equal(t, []string{"fentry"}, fk.modes())
+			assert.Equal(t, "ftprobe: auto mode picked fentry+fexit for 1 functions: fentry/fexit trampolines cost less per call\n", log)
+			assert.Equal(t, []string{"fentry+fexit"}, fk.modes())
 			c := fk.calls[0]
 			assert.Equal(t, res.Funcs, c.Funcs)
 			assert.False(t, c.Aggregate)
@@ -91,7 +99,8 @@ func TestAutoPicksFentry(t *testing.T) {
 }
 
 // TestAutoKernelTypes: where the kernel has fsession it goes first (when
-// fentry takes every function), and fentry-multi before it.
+// fentry takes every function), and the tracing multi links before it,
+// fsession.multi before fentry.multi+fexit.multi.
 func TestAutoKernelTypes(t *testing.T) {
 	fk := &fakeKernel{types: map[string]bool{"BPF_TRACE_FSESSION": true}}
 	tr, _, log, err := testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read", "vfs_write"}}, fk)
@@ -103,24 +112,52 @@ func TestAutoKernelTypes(t *testing.T) {
 	tr, _, log, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}}, fk)
 	require.NoError(t, err)
 	assert.Equal(t, attach.ModeFentryMulti, tr.Mode)
-	assert.Contains(t, log, "auto mode picked fentry-multi for 1 functions: this kernel has tracing multi links")
+	assert.Contains(t, log, "auto mode picked fentry.multi+fexit.multi for 1 functions: this kernel has tracing multi links")
 
-	// The link refused (arm64 7.3): the next in order, said briefly, and
-	// why with --verbose.
-	fk.calls, fk.refuse = nil, map[string]error{attach.ModeFentryMulti: unsupportedErr("tracing multi link")}
+	fk = &fakeKernel{types: map[string]bool{"BPF_TRACE_FSESSION": true, "BPF_TRACE_FENTRY_MULTI": true, "BPF_TRACE_FSESSION_MULTI": true}}
+	tr, _, _, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}}, fk)
+	require.NoError(t, err)
+	assert.Equal(t, attach.ModeFSessionMulti, tr.Mode)
+
+	// The links refused (arm64 7.3): the next in order, said briefly,
+	// and why with --verbose.
+	fk.calls, fk.refuse = nil, map[string]error{attach.ModeFSessionMulti: unsupportedErr("fsession.multi"), attach.ModeFentryMulti: unsupportedErr("tracing multi link")}
 	tr, _, log, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}}, fk)
 	require.NoError(t, err)
 	assert.Equal(t, attach.ModeFSession, tr.Mode)
-	assert.Equal(t, "ftprobe: auto mode picked fsession for 1 functions; fentry-multi unavailable here (--verbose says why)\n", log)
-	assert.Equal(t, []string{"fentry-multi", "fsession"}, fk.modes())
+	assert.Equal(t, "ftprobe: auto mode picked fsession for 1 functions; fsession.multi, fentry.multi+fexit.multi unavailable here (--verbose says why)\n", log)
+	assert.Equal(t, []string{"fsession.multi", "fentry.multi+fexit.multi", "fsession"}, fk.modes())
 
 	fk.calls = nil
 	fk.refuse[attach.ModeFSession] = unsupportedErr("fsession")
 	tr, _, log, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}, Verbose: true}, fk)
 	require.NoError(t, err)
-	assert.Equal(t, attach.ModeFentry, tr.Mode)
-	assert.Contains(t, log, "ftprobe: auto mode picked fentry for 1 functions; unavailable here: tracing multi link: unsupported on this kernel; fsession: unsupported on this kernel\n")
-	assert.Contains(t, log, "ftprobe: plan (fentry mode):\n  trace vfs_read")
+	assert.Equal(t, attach.ModeFentryFexit, tr.Mode)
+	assert.Contains(t, log, "ftprobe: auto mode picked fentry+fexit for 1 functions; unavailable here: fsession.multi: unsupported on this kernel; tracing multi link: unsupported on this kernel; fsession: unsupported on this kernel\n")
+	assert.Contains(t, log, "ftprobe: plan (fentry+fexit mode):\n  trace vfs_read")
+}
+
+// TestAutoSessionThenPair: a session mode refused for any reason (not
+// only an unsupported one) sends auto to its pair, which does its job; a
+// mode without a pair after it fails the trace on such an error.
+func TestAutoSessionThenPair(t *testing.T) {
+	verifier := errors.New("kprobe.session: the BPF verifier of this kernel rejected ftprobe's kprobe.session program")
+	fk := &fakeKernel{types: map[string]bool{"BPF_TRACE_KPROBE_SESSION": true}, refuse: map[string]error{attach.ModeKprobeSession: verifier}}
+	tr, _, log, err := testPlan(t, "amd64-7.3", Options{Patterns: []string{"vfs_read", "_printk"}}, fk)
+	require.NoError(t, err)
+	assert.Equal(t, attach.ModeKprobeMulti, tr.Mode)
+	assert.Equal(t, []string{"kprobe.session", "kprobe.multi+kretprobe.multi"}, fk.modes())
+	assert.Equal(t, "ftprobe: auto mode picked kprobe.multi+kretprobe.multi for 2 functions; kprobe.session unavailable here (--verbose says why)\n", log)
+
+	fk = &fakeKernel{types: map[string]bool{"BPF_TRACE_FENTRY_MULTI": true, "BPF_TRACE_FSESSION_MULTI": true}, refuse: map[string]error{attach.ModeFSessionMulti: errors.New("fsession.multi: EINVAL")}}
+	tr, _, _, err = testPlan(t, "amd64-7.3", Options{Patterns: []string{"vfs_read"}}, fk)
+	require.NoError(t, err)
+	assert.Equal(t, attach.ModeFentryMulti, tr.Mode)
+
+	fk = &fakeKernel{refuse: map[string]error{attach.ModeKprobeMulti: verifier}}
+	_, _, _, err = testPlan(t, "amd64-7.3", Options{Patterns: []string{"vfs_read", "_printk"}}, fk)
+	assert.Equal(t, verifier, err)
+	assert.Equal(t, []string{"kprobe.multi+kretprobe.multi"}, fk.modes())
 }
 
 // TestAutoOrder: the documented order, from fentry's resolution and the
@@ -128,6 +165,7 @@ func TestAutoKernelTypes(t *testing.T) {
 func TestAutoOrder(t *testing.T) {
 	none := func(string) bool { return false }
 	all := func(string) bool { return true }
+	session := func(at string) bool { return at == "BPF_TRACE_KPROBE_SESSION" }
 	few := &symbols.Resolution{Funcs: make([]*symbols.Func, autoFentryLimit)}
 	many := &symbols.Resolution{Funcs: make([]*symbols.Func, autoFentryLimit+1)}
 	skips := &symbols.Resolution{Funcs: make([]*symbols.Func, 3), Skipped: make([]*symbols.Func, 1)}
@@ -138,12 +176,14 @@ func TestAutoOrder(t *testing.T) {
 		order string
 		why   string
 	}{
-		{few, nil, none, "fentry kprobe-multi kprobe", "fentry/fexit trampolines cost less per call"},
-		{many, nil, none, "kprobe-multi fentry kprobe", "one kprobe.multi link attaches many functions in one syscall"},
-		{nil, symbols.ErrUntraceable, all, "kprobe-multi fentry kprobe", "not every function can take fentry"},
-		{few, nil, all, "fentry-multi fsession fentry kprobe-multi kprobe", "this kernel has tracing multi links: trampoline per-call cost, all functions attached with one link"},
-		{many, nil, all, "fentry-multi kprobe-multi fentry kprobe", "this kernel has tracing multi links: trampoline per-call cost, all functions attached with one link"},
-		{skips, nil, func(at string) bool { return at == "BPF_TRACE_FSESSION" }, "fentry kprobe-multi kprobe", "fentry/fexit trampolines cost less per call"},
+		{few, nil, none, "fentry+fexit kprobe.multi+kretprobe.multi kprobe+kretprobe", "fentry/fexit trampolines cost less per call"},
+		{many, nil, none, "kprobe.multi+kretprobe.multi fentry+fexit kprobe+kretprobe", "one kprobe.multi+kretprobe.multi link attaches many functions in one syscall"},
+		{many, nil, session, "kprobe.session kprobe.multi+kretprobe.multi fentry+fexit kprobe+kretprobe", "one kprobe.session link attaches many functions in one syscall"},
+		{nil, symbols.ErrUntraceable, all, "kprobe.session kprobe.multi+kretprobe.multi fentry+fexit kprobe+kretprobe", "not every function can take fentry"},
+		{few, nil, all, "fsession.multi fentry.multi+fexit.multi fsession fentry+fexit kprobe.session kprobe.multi+kretprobe.multi kprobe+kretprobe", "this kernel has tracing multi links: trampoline per-call cost, all functions attached with one link"},
+		{many, nil, all, "fsession.multi fentry.multi+fexit.multi kprobe.session kprobe.multi+kretprobe.multi fentry+fexit kprobe+kretprobe", "this kernel has tracing multi links: trampoline per-call cost, all functions attached with one link"},
+		{many, nil, func(at string) bool { return at == "BPF_TRACE_FENTRY_MULTI" }, "fentry.multi+fexit.multi kprobe.multi+kretprobe.multi fentry+fexit kprobe+kretprobe", "this kernel has tracing multi links: trampoline per-call cost, all functions attached with one link"},
+		{skips, nil, func(at string) bool { return at == "BPF_TRACE_FSESSION" }, "fentry+fexit kprobe.multi+kretprobe.multi kprobe+kretprobe", "fentry/fexit trampolines cost less per call"},
 	} {
 		order, why := autoOrder(c.res, c.errF, c.has)
 		assert.Equal(t, c.order, strings.Join(order, " "))
@@ -152,33 +192,35 @@ func TestAutoOrder(t *testing.T) {
 }
 
 // TestAutoMixed: the functions fentry cannot take go through one
-// kprobe.multi link, the others through trampolines, with the reasons
-// counted; without kprobe.multi, fentry alone with its skips.
+// kprobe.session (or kprobe.multi) link, the others through trampolines,
+// with the reasons counted; without kprobe.multi, fentry alone with its
+// skips.
 func TestAutoMixed(t *testing.T) {
 	fk := &fakeKernel{}
 	tr, res, log, err := testPlan(t, "amd64-7.3", Options{Patterns: []string{"unregister_vclock"}}, fk)
 	require.NoError(t, err)
-	assert.Equal(t, attach.ModeMixed, tr.Mode)
+	assert.Equal(t, "fentry+fexit+kprobe.multi+kretprobe.multi", tr.Mode)
+	assert.Equal(t, attach.ModeMixed, fk.calls[0].Mode)
 	require.Len(t, fk.calls, 1)
 	c := fk.calls[0]
-	assert.Equal(t, attach.ModeFentry, c.MixedTrampoline)
+	assert.Equal(t, attach.ModeFentryFexit, c.MixedTrampoline)
 	require.Len(t, c.Funcs, 1)
 	require.Len(t, c.MultiFuncs, 1)
 	assert.Less(t, c.Funcs[0].Addr, c.MultiFuncs[0].Addr, "the trampoline takes the copy the kernel resolves")
 	assert.Equal(t, []uint32{0, 1}, []uint32{c.Funcs[0].ID, c.MultiFuncs[0].ID}, "one id space")
-	assert.Equal(t, "ftprobe: auto mode: 1 functions through fentry trampolines (cheaper per call), 1 through kprobe.multi because fentry cannot take them: 1 another copy: a trampoline attaches by name to the copy the kernel resolves\n", log)
-	assert.Equal(t, attach.ModeMixed, res.Mode)
+	assert.Equal(t, "ftprobe: auto mode: 1 functions through fentry+fexit trampolines (cheaper per call), 1 through kprobe.multi+kretprobe.multi because fentry+fexit cannot take them: 1 another copy: a trampoline attaches by name to the copy the kernel resolves\n", log)
+	assert.Equal(t, tr.Mode, res.Mode)
 	assert.Len(t, res.Funcs, 2)
 	assert.Empty(t, res.Skipped)
 
 	// Every function of the kernel: the reasons are counted and sorted.
-	fk = &fakeKernel{}
+	fk = &fakeKernel{types: map[string]bool{"BPF_TRACE_KPROBE_SESSION": true}}
 	_, res, log, err = testPlan(t, "amd64-7.3", Options{Patterns: []string{"*"}}, fk)
 	require.NoError(t, err)
 	require.Len(t, fk.calls, 1)
 	c = fk.calls[0]
 	assert.Equal(t, len(c.Funcs)+len(c.MultiFuncs), len(res.Funcs))
-	assert.Regexp(t, fmt.Sprintf(`^ftprobe: auto mode: %d functions through fentry trampolines \(cheaper per call\), %d through kprobe.multi because fentry cannot take them: `, len(c.Funcs), len(c.MultiFuncs)), log)
+	assert.Regexp(t, fmt.Sprintf(`^ftprobe: auto mode: %d functions through fentry\+fexit trampolines \(cheaper per call\), %d through kprobe.session because fentry\+fexit cannot take them: `, len(c.Funcs), len(c.MultiFuncs)), log)
 	assert.Contains(t, log, " varargs prototype")
 	for _, f := range c.MultiFuncs {
 		assert.NotContains(t, names(c.Funcs), f.Display())
@@ -188,11 +230,11 @@ func TestAutoMixed(t *testing.T) {
 	fk = &fakeKernel{refuse: map[string]error{attach.ModeMixed: unsupportedErr("kprobe.multi")}}
 	tr, res, log, err = testPlan(t, "amd64-7.3", Options{Patterns: []string{"unregister_vclock"}}, fk)
 	require.NoError(t, err)
-	assert.Equal(t, attach.ModeFentry, tr.Mode)
+	assert.Equal(t, attach.ModeFentryFexit, tr.Mode)
 	assert.Len(t, res.Funcs, 1)
 	assert.Len(t, res.Skipped, 1)
-	assert.Equal(t, []string{attach.ModeMixed, attach.ModeFentry}, fk.modes())
-	assert.Equal(t, "ftprobe: auto mode picked fentry for 1 functions: fentry/fexit trampolines cost less per call\n", log)
+	assert.Equal(t, []string{attach.ModeMixed, attach.ModeFentryFexit}, fk.modes())
+	assert.Equal(t, "ftprobe: auto mode picked fentry+fexit for 1 functions: fentry/fexit trampolines cost less per call\n", log)
 
 	// Any other failure of the mixed open is the trace's.
 	fk = &fakeKernel{refuse: map[string]error{attach.ModeMixed: errors.New("load programs: permission denied")}}
@@ -218,15 +260,15 @@ func TestAutoFentryCannot(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, attach.ModeKprobeMulti, tr.Mode)
 	assert.Equal(t, []string{"vfs_read", "_printk"}, names(res.Funcs))
-	assert.Equal(t, "ftprobe: auto mode picked kprobe-multi for 2 functions: not every function can take fentry\n", log)
+	assert.Equal(t, "ftprobe: auto mode picked kprobe.multi+kretprobe.multi for 2 functions: not every function can take fentry\n", log)
 
 	// Neither multi mode here: kprobe.
 	fk = &fakeKernel{refuse: map[string]error{attach.ModeKprobeMulti: unsupportedErr("kprobe.multi")}}
 	tr, _, log, err = testPlan(t, "amd64-7.3", Options{Patterns: []string{"vfs_read", "_printk"}}, fk)
 	require.NoError(t, err)
 	assert.Equal(t, attach.ModeKprobe, tr.Mode)
-	assert.Equal(t, []string{"kprobe-multi", "kprobe"}, fk.modes(), "fentry cannot resolve: not tried")
-	assert.Equal(t, "ftprobe: auto mode picked kprobe for 2 functions; kprobe-multi unavailable here (--verbose says why)\n", log)
+	assert.Equal(t, []string{"kprobe.multi+kretprobe.multi", "kprobe+kretprobe"}, fk.modes(), "fentry cannot resolve: not tried")
+	assert.Equal(t, "ftprobe: auto mode picked kprobe+kretprobe for 2 functions; kprobe.multi+kretprobe.multi unavailable here (--verbose says why)\n", log)
 
 	// No mode at all.
 	fk = &fakeKernel{refuse: map[string]error{attach.ModeKprobeMulti: unsupportedErr("kprobe.multi"), attach.ModeKprobe: unsupportedErr("kprobe")}}
@@ -249,9 +291,9 @@ func TestPlanErrors(t *testing.T) {
 		want string
 	}{
 		{Options{Patterns: []string{"nosuch"}}, symbols.ErrNoMatch, `trace: no such function "nosuch": not in kallsyms`},
-		{Options{Patterns: []string{"nosuch"}, Mode: "kprobe"}, symbols.ErrNoMatch, `trace: no such function "nosuch": not in kallsyms`},
-		{Options{Patterns: []string{"srso_alias_untrain_ret"}}, symbols.ErrUntraceable, "trace: function cannot be traced: srso_alias_untrain_ret in kprobe-multi mode: not in available_filter_functions (notrace, inlined or not patchable)"},
-		{Options{Patterns: []string{"_printk"}, Mode: "fentry"}, symbols.ErrUntraceable, "trace: function cannot be traced: _printk in fentry mode: varargs prototype (BPF trampolines reject variadic functions)"},
+		{Options{Patterns: []string{"nosuch"}, Mode: "kprobe+kretprobe"}, symbols.ErrNoMatch, `trace: no such function "nosuch": not in kallsyms`},
+		{Options{Patterns: []string{"srso_alias_untrain_ret"}}, symbols.ErrUntraceable, "trace: function cannot be traced: srso_alias_untrain_ret in kprobe.multi+kretprobe.multi mode: not in available_filter_functions (notrace, inlined or not patchable)"},
+		{Options{Patterns: []string{"_printk"}, Mode: "fentry+fexit"}, symbols.ErrUntraceable, "trace: function cannot be traced: _printk in fentry+fexit mode: varargs prototype (BPF trampolines reject variadic functions)"},
 		{Options{Patterns: []string{"vfs_*"}, Excludes: []string{"vfs_*"}}, nil, ""},
 		{Options{Patterns: []string{"vfs_*"}, MaxFunctions: 1}, symbols.ErrTooMany, ""},
 	} {
@@ -287,7 +329,7 @@ func TestPlanMode(t *testing.T) {
 	assert.Equal(t, uint32(1<<20), c.RingbufSize)
 	assert.Equal(t, uint32(42), c.Filters.TGID)
 	assert.Nil(t, c.Exprs)
-	assert.Contains(t, log, "ftprobe: plan (kprobe-multi mode):\n")
+	assert.Contains(t, log, "ftprobe: plan (kprobe.multi+kretprobe.multi mode):\n")
 	assert.Regexp(t, `(?m)^  trace vfs_read +0x[0-9a-f]+  `, log)
 	assert.NotContains(t, log, "auto mode")
 

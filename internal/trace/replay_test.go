@@ -189,11 +189,11 @@ func (r *testRun) run(stopWhenEmpty bool) (*Summary, error) {
 	if stopWhenEmpty && r.src.empty == nil {
 		r.src.empty = cancel
 	}
-	res := &symbols.Resolution{Mode: "fentry", Funcs: testFuncs}
+	res := &symbols.Resolution{Mode: "fentry+fexit", Funcs: testFuncs}
 	if r.attached == nil {
 		r.attached = testFuncs[:2]
 	}
-	r.p = newPipeline(ctx, r.o, r.src, r.tr, "fentry", r.attached, res, nil, r.cmd)
+	r.p = newPipeline(ctx, r.o, r.src, r.tr, "fentry+fexit", r.attached, res, nil, r.cmd)
 	r.p.attachTook = 20 * time.Millisecond
 	return r.p.run()
 }

@@ -52,7 +52,7 @@ func TestSummaryMatchesSchema(t *testing.T) {
 	require.NoError(t, c.AddResource("summary.schema.json", doc))
 	sch, err := c.Compile("summary.schema.json")
 	require.NoError(t, err)
-	s := &Summary{Mode: "fentry", Functions: 2, Skipped: 1, Events: 10, Entries: 5, Exits: 5, Elapsed: time.Second,
+	s := &Summary{Mode: "fentry+fexit", Functions: 2, Skipped: 1, Events: 10, Entries: 5, Exits: 5, Elapsed: time.Second,
 		Attach: time.Millisecond, Detach: time.Millisecond, MaxRSSBytes: 1 << 20,
 		Losses:      attach.Losses{EntryHits: 7, ExitHits: 6, FilterRejects: 3, RingbufDrops: 2, ErrnoFull: 1, SkippedFuncs: 1},
 		PerFunction: map[string]int{"vfs_read": 10}, TargetExited: "--pid 1 exited", EntryOnly: "do_exit (noreturn)", ExitStatus: 2,

@@ -26,7 +26,7 @@ import (
 type Options struct {
 	Patterns     []string
 	Excludes     []string
-	Mode         string // auto, fentry, kprobe-multi
+	Mode         string // auto ("" too) or one of Modes
 	Filters      attach.Filters
 	Output       string // text, json or perfetto
 	Out          io.Writer
@@ -126,7 +126,10 @@ func sampleMem() (rss, heap uint64) {
 type Summary struct {
 	// Type is "summary": the record's kind among the JSON lines of a
 	// trace (entry, exit, comm, stat, summary).
-	Type      string `json:"type"`
+	Type string `json:"type"`
+	// Mode is the trace mode attached (a --mode name: fentry+fexit,
+	// ..., kprobe+kretprobe; auto's mixed trace, its trampoline mode and
+	// its fprobe mode joined by '+').
 	Mode      string `json:"mode"`
 	Functions int    `json:"functions"`
 	// Skipped counts the matched functions not traced (the plan's skip
@@ -215,12 +218,23 @@ func (s *Summary) JSON() []byte {
 	return append(b, '\n')
 }
 
-// autoFentryLimit: above this many functions auto prefers kprobe-multi,
-// whose one link attaches in one syscall, over one trampoline per function.
+// autoFentryLimit: above this many functions auto prefers kprobe.session
+// or kprobe.multi+kretprobe.multi, whose one link attaches in one syscall,
+// over one trampoline per function.
 const autoFentryLimit = 64
 
-// Modes are the attach modes --mode accepts besides auto.
-var Modes = []string{attach.ModeFentry, attach.ModeKprobeMulti, attach.ModeKprobe, attach.ModeFSession, attach.ModeFentryMulti}
+// ModeAuto lets trace pick the mode (autoOrder).
+const ModeAuto = "auto"
+
+// Modes are the attach modes --mode accepts besides auto: the registry's
+// (attach.TraceModes), in its order.
+var Modes = func() []string {
+	var out []string
+	for _, m := range attach.TraceModes {
+		out = append(out, m.Name)
+	}
+	return out
+}()
 
 // Run performs the trace until ctx ends, Count events, Duration, or the end
 // of Command. It returns the summary; the error carries an exit code
@@ -332,11 +346,7 @@ func (s *session) reportAttached(o Options, t *attach.Tracer, res *symbols.Resol
 			fmt.Fprintf(o.Log, "ftprobe: %s\n", argReadsText(direct, refused))
 		}
 	}
-	variant := ""
-	if t.Variant != "" {
-		variant = " (" + t.Variant + ")"
-	}
-	fmt.Fprintf(o.Log, "ftprobe: tracing %d functions in %s mode%s (%s)\n", len(t.Attached), t.Mode, variant, res.SkipSummary())
+	fmt.Fprintf(o.Log, "ftprobe: tracing %d functions in %s mode (%s)\n", len(t.Attached), t.Mode, res.SkipSummary())
 }
 
 // argReadsText says how the per-function trampoline programs read their

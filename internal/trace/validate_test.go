@@ -28,7 +28,7 @@ func TestValidate(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{Mode: "fprobe"}, `--mode "fprobe": want auto, fentry, kprobe-multi, kprobe, fsession, fentry-multi`},
+		{Options{Mode: "fprobe"}, `--mode "fprobe": want auto, fentry+fexit, fsession, fsession.multi, fentry.multi+fexit.multi, kprobe.session, kprobe.multi+kretprobe.multi, kprobe+kretprobe`},
 		{interval0, "--interval 0s: want a positive duration"},
 		{intervalNoQuiet, "--interval: only with stat (or trace --quiet), whose tables it prints"},
 		{Options{Quiet: true, Graph: true}, "--graph needs per-call events, which stat (trace --quiet) does not stream"},
@@ -90,7 +90,7 @@ func TestPlanExprs(t *testing.T) {
 	assert.Contains(t, log, "ftprobe: vfs_read: ")
 
 	fk = &fakeKernel{}
-	_, _, _, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}, Mode: attach.ModeFentry, Args: []string{"file->f_path"}}, fk)
+	_, _, _, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}, Mode: attach.ModeFentryFexit, Args: []string{"file->f_path"}}, fk)
 	require.Error(t, err)
 	assert.Equal(t, ClassBadInput, classOf(err))
 	assert.Contains(t, err.Error(), `struct file has no field "f_path" (its BTF lists no fields)`)
@@ -99,21 +99,21 @@ func TestPlanExprs(t *testing.T) {
 }
 
 // TestReportAttached: what was attached is said once: functions left
-// out, the mode and its variant, the plan's skips.
+// out, the mode, the plan's skips.
 func TestReportAttached(t *testing.T) {
 	var log bytes.Buffer
 	s := &session{kin: &kfeat.Info{}, k: recorded(t, "amd64-7.3"), t0: time.Now()}
-	tr := &attach.Tracer{Mode: attach.ModeFSession, Variant: "fsession.multi", Attached: []*symbols.Func{openat2},
+	tr := &attach.Tracer{Mode: attach.ModeFSessionMulti, Attached: []*symbols.Func{openat2},
 		Failed: []attach.Failure{{Func: ext4Open, Err: fmt.Errorf("ext4_file_open [ext4]: attach: %w", kfeat.ErrUnsupported)}}}
-	res := &symbols.Resolution{Mode: attach.ModeFSession, Funcs: []*symbols.Func{openat2, ext4Open}}
+	res := &symbols.Resolution{Mode: attach.ModeFSessionMulti, Funcs: []*symbols.Func{openat2, ext4Open}}
 	s.reportAttached(Options{Log: &log, Verbose: true}, tr, res, 1500*time.Millisecond)
 	out := log.String()
 	assert.Regexp(t, `^ftprobe: resolved and attached in [0-9.]+(ns|µs|ms|s) \(attaching 1.5s; --duration counts from here\)\n`, out)
 	assert.Contains(t, out, "ftprobe: not attached: ext4_file_open [ext4]: attach: unsupported on this kernel\n")
-	assert.True(t, strings.HasSuffix(out, "ftprobe: tracing 1 functions in fsession mode (fsession.multi) ("+res.SkipSummary()+")\n"), out)
+	assert.True(t, strings.HasSuffix(out, "ftprobe: tracing 1 functions in fsession.multi mode ("+res.SkipSummary()+")\n"), out)
 
 	log.Reset()
-	tr = &attach.Tracer{Mode: attach.ModeFentry, Attached: []*symbols.Func{openat2}}
+	tr = &attach.Tracer{Mode: attach.ModeFentryFexit, Attached: []*symbols.Func{openat2}}
 	s.reportAttached(Options{Log: &log}, tr, res, time.Second)
-	assert.Equal(t, "ftprobe: tracing 1 functions in fentry mode ("+res.SkipSummary()+")\n", log.String())
+	assert.Equal(t, "ftprobe: tracing 1 functions in fentry+fexit mode ("+res.SkipSummary()+")\n", log.String())
 }

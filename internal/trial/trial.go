@@ -407,7 +407,7 @@ func kernelFuncs() ([]*btf.Func, error) {
 
 // AttachEmpty loads bench.bpf.c's count_fentry and count_fexit against the
 // function fn (a kallsyms name the kernel resolves through its BTF),
-// attaches both (ftprobe's fentry mode pairs them), and detaches. It
+// attaches both (ftprobe's fentry+fexit mode pairs them), and detaches. It
 // returns the kernel's error, wrapped with the step that failed.
 func AttachEmpty(fn string) error { return attachEmpty(fn, true) }
 

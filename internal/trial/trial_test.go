@@ -109,7 +109,7 @@ func TestTrialVerdicts(t *testing.T) {
 	assert.Greater(t, len(r.Funcs[0].Proto.Params), 8)
 	fs, err := f.k.Match([]string{"ZSTD_buildCTable"}, nil)
 	require.NoError(t, err)
-	assert.Contains(t, fs[0].Skip[symbols.ModeFentry], "too many arguments for a trampoline (16 arguments; the kernel refused a trial trampoline with 13 arguments (__clk_hw_register_divider): ENOTSUPP at attach)")
+	assert.Contains(t, fs[0].Skip[symbols.ModeFentryFexit], "too many arguments for a trampoline (16 arguments; the kernel refused a trial trampoline with 13 arguments (__clk_hw_register_divider): ENOTSUPP at attach)")
 
 	// An older arm64 (6.12 in the lab): 8 slots. The same questions get
 	// the other answers, from trials.

@@ -33,23 +33,23 @@ import (
 // a few exact ones instead of globs matching some 60
 // functions: the trees keep the path walk under do_sys_openat2 and
 // link_path_walk as the error origin. The globs stay in the one-link
-// modes (kprobe-multi, fentry-multi) and in kprobe mode, where 55
-// functions attach in 2-11 s.
+// modes (kprobe.session, the multi pairs, fsession.multi) and in
+// kprobe+kretprobe mode, where 55 functions attach in 2-11 s.
 func entryPatterns(e *env, mode string) []string {
-	if mode == attach.ModeFentry || mode == attach.ModeFSession {
+	if mode == attach.ModeFentryFexit || mode == attach.ModeFSession {
 		return []string{"path_openat", "link_path_walk*", "may_open"}
 	}
 	return []string{"path_*", "link_path_walk*", "lookup_*", "may_open"}
 }
 
 // entryModes are the modes of the --entry tests: all on amd64; on arm64,
-// where attaching is slow under TCG, kprobe-multi (pt_regs, one link, the
-// kprobe.session path) and fentry (trampolines, frames pushed by fexit).
+// where attaching is slow under TCG, kprobe.session (pt_regs, one link)
+// and fentry+fexit (trampolines, frames pushed by fexit).
 func entryModes(e *env) []string {
 	if e.kin.Arch != "arm64" {
 		return modes
 	}
-	return []string{attach.ModeKprobeMulti, attach.ModeFentry}
+	return []string{attach.ModeKprobeSession, attach.ModeFentryFexit}
 }
 
 // treeNode is a node of a "call_tree" record.
@@ -275,9 +275,9 @@ func TestEntryNoWindow(t *testing.T) {
 func TestEntryThreadExit(t *testing.T) {
 	e := lab(t)
 	bin := ftprobeBinary(t)
-	mode := attach.ModeKprobeMulti
+	mode := attach.ModeKprobeSession
 	if e.kin.Arch != "arm64" {
-		mode = attach.ModeFentry
+		mode = attach.ModeFentryFexit
 	}
 	needMode(t, e, mode)
 	start := time.Now()
@@ -323,7 +323,7 @@ func TestEntryBadInput(t *testing.T) {
 		{trace.Options{Entries: []string{"no_such_function_xyz"}}, "trace --entry no_such_function_xyz: no such function"},
 		{trace.Options{Entries: []string{"do_sys_openat2"}, Excludes: []string{"do_sys_*"}}, "--exclude do_sys_* removed every one"},
 		{trace.Options{Entries: []string{"do_exit"}}, "trace --entry do_exit: do_exit never returns (noreturn)"},
-		{trace.Options{Entries: []string{"_printk"}, Mode: attach.ModeFentry}, "trace --entry _printk: function cannot be traced: _printk in fentry mode: varargs"},
+		{trace.Options{Entries: []string{"_printk"}, Mode: attach.ModeFentryFexit}, "trace --entry _printk: function cannot be traced: _printk in fentry+fexit mode: varargs"},
 	} {
 		o := c.o
 		o.Patterns, o.Symbols, o.Log, o.Out = []string{"vfs_read"}, e.k, testLog{t}, io.Discard
@@ -379,7 +379,7 @@ func usNs(us float64) int64 { return int64(math.Round(us * 1e3)) }
 func TestEntryPerfetto(t *testing.T) {
 	e := lab(t)
 	bin := ftprobeBinary(t)
-	mode := attach.ModeKprobeMulti
+	mode := attach.ModeKprobeSession
 	needMode(t, e, mode)
 	start := time.Now()
 	pats := entryPatterns(e, mode)
@@ -444,7 +444,7 @@ func TestEntryPerfetto(t *testing.T) {
 		assert.Equal(t, "ENOENT", a["errno"])
 		assert.Equal(t, true, a["entry_call"])
 		assert.Equal(t, true, a["error_path"])
-		assert.Contains(t, eventModes(mode), a["mode"])
+		assert.Equal(t, mode, a["mode"])
 		assert.Greater(t, r.kids, 0, "root %d: the path walk nested under do_sys_openat2", i)
 		require.Len(t, r.origin, 1, "root %d: one error origin", i)
 		o := r.origin[0]
@@ -469,8 +469,8 @@ func TestEntryPerfetto(t *testing.T) {
 // window (window_rejected); with a PATH nobody opens no window opens (0
 // entry calls, no tree), the filter rejects exactly 3 calls more and the
 // window exactly the calls the 3 trees held. In
-// kprobe-multi mode (kprobe.session: a rejected entry skips its return)
-// and fentry (a memory-reading predicate: a rejected call inside another
+// kprobe.session mode (a rejected entry skips its return)
+// and fentry+fexit (a memory-reading predicate: a rejected call inside another
 // traced call pushes a frame marked rejected, popped by fexit; on an
 // idle thread, as do_sys_openat2's are, nothing is pushed and the fexit,
 // finding no frame, drops the exit).
@@ -478,11 +478,12 @@ func TestEntryFilterWindow(t *testing.T) {
 	e := lab(t)
 	bin := ftprobeBinary(t)
 	path := "/nonexistent/ftprobe-window"
-	ms := []string{attach.ModeKprobeMulti, attach.ModeFentry}
+	ms := []string{attach.ModeKprobeSession, attach.ModeFentryFexit}
 	if e.kin.Arch == "arm64" {
-		// fentry there costs minutes of the arm64 7.3 full tier (four
-		// trampoline programs, loaded and attached twice under TCG):
-		// kprobe-multi covers the gate on arm64, both modes on amd64.
+		// fentry+fexit there costs minutes of the arm64 7.3 full tier
+		// (four trampoline programs, loaded and attached twice under
+		// TCG): kprobe.session covers the gate on arm64, both modes on
+		// amd64.
 		ms = ms[:1]
 	}
 	for _, mode := range ms {
@@ -490,7 +491,7 @@ func TestEntryFilterWindow(t *testing.T) {
 			needMode(t, e, mode)
 			start := time.Now()
 			pats := entryPatterns(e, mode)
-			if mode == attach.ModeFentry {
+			if mode == attach.ModeFentryFexit {
 				// With --filter each of some 55 trampoline programs took
 				// about 10 s to load and attach under TCG (amd64 7.3,
 				// 9m40s): a few exact functions.

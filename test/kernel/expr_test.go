@@ -162,14 +162,14 @@ func TestArgStruct(t *testing.T) {
 // exprModes are the modes TestArgFilter runs in: all of them on amd64;
 // on arm64, where each attach costs about 20 s under TCG and these tests
 // must stay within a minute, the two that hand the programs their
-// arguments differently: kprobe-multi (pt_regs) and fsession (the
+// arguments differently: kprobe.session (pt_regs) and fsession (the
 // trampoline's ctx, session semantics). TestArgAtEntry covers fentry's
 // rejected frames there.
 func exprModes(e *env) []string {
 	if e.kin.Arch != "arm64" {
 		return modes
 	}
-	return []string{attach.ModeKprobeMulti}
+	return []string{attach.ModeKprobeSession}
 }
 
 // TestExprBadInput: expressions that do not type-check against the
@@ -188,7 +188,7 @@ func TestExprBadInput(t *testing.T) {
 		{[]string{"*count"}, nil, `--arg vfs_read: "*count": type error: dereference of count, a size_t, not a pointer`},
 		{nil, []string{"file->f_path.dentry->d_parent->d_parent->d_parent->d_parent->d_flags == 1"}, "too deep for the verifier"},
 	} {
-		_, err := trace.Run(context.Background(), trace.Options{Patterns: []string{"vfs_read"}, Mode: attach.ModeKprobeMulti,
+		_, err := trace.Run(context.Background(), trace.Options{Patterns: []string{"vfs_read"}, Mode: attach.ModeKprobeSession,
 			Args: c.args, Predicates: c.preds, Symbols: e.k, Log: testLog{t}, Out: io.Discard})
 		require.Error(t, err, "%v %v", c.args, c.preds)
 		class, _ := trace.ClassOf(err)
@@ -213,7 +213,7 @@ func TestDryRun(t *testing.T) {
 	t.Log(log.String())
 	assert.Contains(t, log.String(), "vfs_read: --arg file->f_path.dentry->d_name.name: const unsigned char *, arg0 → read 8 bytes at +")
 	assert.Contains(t, log.String(), "do_sys_openat2:   term 0: ret == -2")
-	assert.Regexp(t, `dry run: 2 functions in kprobe-multi mode, 2 programs loaded and verified in .*, nothing attached`, log.String())
+	assert.Regexp(t, `dry run: 2 functions in kprobe\.multi\+kretprobe\.multi mode, 2 programs loaded and verified in .*, nothing attached`, log.String())
 	assertNothingAttached(t)
 }
 
@@ -326,11 +326,11 @@ func readHostname(t *testing.T) func() {
 }
 
 // filterModes are the modes of the filter-only tests: every mode on
-// amd64; kprobe-multi and fentry on arm64 (the CI budget), the two
-// families of attach paths.
+// amd64; kprobe.session and fentry+fexit on arm64 (the CI budget), the
+// two families of attach paths.
 func filterModes(e *env) []string {
 	if e.kin.Arch == "arm64" {
-		return []string{attach.ModeKprobeMulti, attach.ModeFentry}
+		return []string{attach.ModeKprobeSession, attach.ModeFentryFexit}
 	}
 	return exprModes(e)
 }
@@ -346,7 +346,7 @@ func TestStatFilter(t *testing.T) {
 	modes := exprModes(e)
 	if e.kin.Arch == "arm64" {
 		// The CI budget: the two session paths.
-		modes = []string{attach.ModeKprobeMulti, attach.ModeFSession}
+		modes = []string{attach.ModeKprobeSession, attach.ModeFSession}
 	}
 	const ones, fours = 200, 30
 	for kind, pred := range map[string]string{

@@ -57,41 +57,38 @@ const (
 	noSingleDirect   = "lacks CONFIG_HAVE_SINGLE_FTRACE_DIRECT_OPS"
 )
 
+// The rows of a kernel family: trampolines (fentry+fexit, fsession),
+// tracing multi links (fsession.multi, fentry.multi+fexit.multi), fprobe
+// (kprobe.session, kprobe.multi+kretprobe.multi) and kprobe+kretprobe.
+// kprobe.session needs fprobe and ftprobe's program 7.0's session kfuncs.
+func expect(fentry, fsession, multi, session, fprobe, kprobe string) expectation {
+	return expectation{attach.ModeFentryFexit: fentry, attach.ModeFSession: fsession,
+		attach.ModeFSessionMulti: multi, attach.ModeFentryMulti: multi,
+		attach.ModeKprobeSession: session, attach.ModeKprobeMulti: fprobe, attach.ModeKprobe: kprobe}
+}
+
+const (
+	noFprobe      = "CONFIG_FPROBE not set"
+	sessionKfuncs = "needs Linux 7.0's session kfuncs"
+	noDirectCalls = "no ftrace direct calls"
+)
+
 var expectations = map[string]expectation{
-	"arm64 7.3": {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: "",
-		attach.ModeFSession: "", attach.ModeFentryMulti: noSingleDirect},
-	"arm64 7.3 rt": {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: "",
-		attach.ModeFSession: "", attach.ModeFentryMulti: noSingleDirect},
-	"arm64 7.3 16k": {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: "",
-		attach.ModeFSession: "", attach.ModeFentryMulti: noSingleDirect},
-	"arm64 7.3 cloud": {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: "",
-		attach.ModeFSession: "", attach.ModeFentryMulti: noSingleDirect},
-	"arm64 7.2": {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: "",
-		attach.ModeFSession: "", attach.ModeFentryMulti: noSingleDirect},
-	"arm64 6.12": {attach.ModeFentry: "", attach.ModeKprobeMulti: "CONFIG_FPROBE not set", attach.ModeKprobe: "",
-		attach.ModeFSession: predatesFSession, attach.ModeFentryMulti: predatesMulti},
-	"arm64 6.1": {attach.ModeFentry: "no ftrace direct calls", attach.ModeKprobeMulti: "CONFIG_FPROBE not set", attach.ModeKprobe: "",
-		attach.ModeFSession: predatesFSession, attach.ModeFentryMulti: predatesMulti},
-	"amd64 7.3": {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: "",
-		attach.ModeFSession: "", attach.ModeFentryMulti: ""},
-	"amd64 6.12": {attach.ModeFentry: "", attach.ModeKprobeMulti: "", attach.ModeKprobe: "",
-		attach.ModeFSession: predatesFSession, attach.ModeFentryMulti: predatesMulti},
-	"amd64 6.1": {attach.ModeFentry: "", attach.ModeKprobeMulti: "CONFIG_FPROBE not set", attach.ModeKprobe: "",
-		attach.ModeFSession: predatesFSession, attach.ModeFentryMulti: predatesMulti},
+	"arm64 7.3":       expect("", "", noSingleDirect, "", "", ""),
+	"arm64 7.3 rt":    expect("", "", noSingleDirect, "", "", ""),
+	"arm64 7.3 16k":   expect("", "", noSingleDirect, "", "", ""),
+	"arm64 7.3 cloud": expect("", "", noSingleDirect, "", "", ""),
+	"arm64 7.2":       expect("", "", noSingleDirect, "", "", ""),
+	"arm64 6.12":      expect("", predatesFSession, predatesMulti, noFprobe, noFprobe, ""),
+	"arm64 6.1":       expect(noDirectCalls, predatesFSession, predatesMulti, noFprobe, noFprobe, ""),
+	"amd64 7.3":       expect("", "", "", "", "", ""),
+	"amd64 6.12":      expect("", predatesFSession, predatesMulti, sessionKfuncs, "", ""),
+	"amd64 6.1":       expect("", predatesFSession, predatesMulti, noFprobe, noFprobe, ""),
 }
 
-var modes = []string{attach.ModeFentry, attach.ModeKprobeMulti, attach.ModeKprobe, attach.ModeFSession, attach.ModeFentryMulti}
-
-// eventModes are the event mode names a trace in mode may carry.
-func eventModes(mode string) []string {
-	switch mode {
-	case attach.ModeFentryMulti:
-		return []string{"fentry-multi", "fsession-multi"}
-	case attach.ModeKprobeMulti:
-		return []string{"kprobe-multi", "kprobe-session"} // one kprobe.session link where the kernel takes it
-	}
-	return []string{mode}
-}
+// modes are the trace modes, from the registry: every test that iterates
+// modes covers each.
+var modes = trace.Modes
 
 type env struct {
 	kin    *kfeat.Info
@@ -415,7 +412,7 @@ func TestTraceOpenAndRead(t *testing.T) {
 			require.Len(t, exits, 4, "do_sys_openat2 exits")
 			for i, ev := range entries {
 				assert.EqualValues(t, pid, ev["tgid"])
-				assert.Contains(t, eventModes(mode), ev["mode"])
+				assert.Equal(t, mode, ev["mode"])
 				assert.EqualValues(t, -100, argNum(t, ev, "dfd"), "dfd = AT_FDCWD")
 				assert.Equal(t, exits[i]["tid"], ev["tid"])
 			}
@@ -570,7 +567,7 @@ func TestCLIBadInput(t *testing.T) {
 	}{
 		{[]string{"trace", "do_sys_openat"}, 2, "did you mean"},
 		{[]string{"trace", "no_such_function_xyz_*"}, 2, "no such function"},
-		{[]string{"trace", "--mode", "fentry", "--max-functions", "3", "vfs_*"}, 2, "more than --max-functions 3"},
+		{[]string{"trace", "--mode", "fentry+fexit", "--max-functions", "3", "vfs_*"}, 2, "more than --max-functions 3"},
 		{[]string{"compare", "--target", "vfs_raed", "--scenario", "hit"}, 2, "did you mean"},
 		{[]string{"compare", "--target", "migrate_disable", "--scenario", "hit"}, 2, "migrate_disable"},
 		{[]string{"compare", "--attach-n", "100000", "--scenario", "attach"}, 2, "fewer than N=100000"},
@@ -617,7 +614,7 @@ func TestWildcard(t *testing.T) {
 			if e.kin.Arch == "arm64" {
 				sys = "__arm64_sys_*"
 			}
-			// kprobe-multi takes several hundred functions in one link;
+			// the multi links take several hundred functions in one link;
 			// fentry and fsession build one trampoline per function and
 			// load one program per function: under arm64 TCG 76 vfs_*
 			// functions take 137 s (fentry) and 104 s (fsession) to
@@ -626,7 +623,7 @@ func TestWildcard(t *testing.T) {
 			// attach its first 16 functions (FTPROBE_FULL=1: all).
 			globs := []string{"vfs_*", "do_sys_*", "ksys_*", sys}
 			minFuncs := 300
-			perFunction := mode == attach.ModeFentry || mode == attach.ModeFSession || mode == attach.ModeKprobe
+			perFunction := mode == attach.ModeFentryFexit || mode == attach.ModeFSession || mode == attach.ModeKprobe
 			short := perFunction && e.kin.Emulated == "QEMU TCG" && os.Getenv("FTPROBE_FULL") == ""
 			if short {
 				globs, minFuncs = []string{"vfs_*"}, 40
@@ -635,7 +632,7 @@ func TestWildcard(t *testing.T) {
 			require.NoError(t, err)
 			t.Logf("%d functions, %s", len(res.Funcs), res.SkipSummary())
 			require.Greater(t, len(res.Funcs), minFuncs)
-			if mode == attach.ModeFentry || mode == attach.ModeFentryMulti {
+			if symbols.IsTrampolineMode(mode) && mode != attach.ModeFSession {
 				assert.NotEmpty(t, res.Skipped, "vfs_* has functions trampolines cannot take")
 			}
 			funcs := res.Funcs
@@ -741,18 +738,28 @@ func TestFeatures(t *testing.T) {
 	if e.exp == nil {
 		skipOutsideLab(t, "no expectation table for %s", e.kin)
 	}
-	for _, pair := range [][2]string{{attach.ModeFentry, "fentry"}, {attach.ModeFentry, "fexit"}, {attach.ModeKprobeMulti, "kprobe.multi"}, {attach.ModeKprobeMulti, "kretprobe.multi"},
-		{attach.ModeFSession, "fsession"}, {attach.ModeFentryMulti, "fentry.multi"}, {attach.ModeFentryMulti, "fexit.multi"}, {attach.ModeFentryMulti, "fsession.multi"}} {
-		want := e.exp[pair[0]] == ""
-		assert.Equal(t, want, got[pair[1]], "%s on %s", pair[1], e.kin)
-		if !want {
-			for _, m := range r.Modes {
-				if m.Mode == pair[1] {
-					assert.Contains(t, m.Reason, e.exp[pair[0]])
-					assert.Equal(t, "unsupported", m.Class)
+	// Each attach path of a trace mode works where the mode does, but
+	// kprobe.session: features' counting program needs the 6.10 link
+	// only, trace's program 7.0's session kfuncs on ctx.
+	for _, tm := range attach.TraceModes {
+		if tm.Name == attach.ModeKprobeSession {
+			continue
+		}
+		for _, p := range tm.Paths {
+			want := e.exp[tm.Name] == ""
+			assert.Equal(t, want, got[string(p)], "%s (%s mode) on %s", p, tm.Name, e.kin)
+			if !want {
+				for _, m := range r.Modes {
+					if m.Mode == string(p) {
+						assert.Contains(t, m.Reason, e.exp[tm.Name])
+						assert.Equal(t, "unsupported", m.Class)
+					}
 				}
 			}
 		}
+	}
+	if e.exp[attach.ModeKprobeSession] == "" {
+		assert.True(t, got["kprobe.session"], "kprobe.session works where trace's kprobe.session mode does")
 	}
 	assert.True(t, got["kprobe"], "single kprobes work on every lab kernel")
 	assert.Equal(t, "y", r.Config["CONFIG_DEBUG_INFO_BTF"], "config is read from /boot/config-RELEASE")
@@ -764,11 +771,26 @@ func TestCompareCounts(t *testing.T) {
 	e := lab(t)
 	bin := ftprobeBinary(t)
 	dir := t.TempDir()
-	fam := map[string]string{"fentry": attach.ModeFentry, "fexit": attach.ModeFentry, "fentry+fexit": attach.ModeFentry,
-		"kprobe.multi": attach.ModeKprobeMulti, "kretprobe.multi": attach.ModeKprobeMulti, "kprobe.multi+kretprobe.multi": attach.ModeKprobeMulti,
-		"fsession": attach.ModeFSession, "fentry.multi": attach.ModeFentryMulti, "fexit.multi": attach.ModeFentryMulti, "fsession.multi": attach.ModeFentryMulti,
-		"kprobe": attach.ModeKprobe, "kretprobe": attach.ModeKprobe, "kprobe+kretprobe": attach.ModeKprobe,
-		"kprobe.session": attach.ModeKprobeMulti}
+	// fam: the trace mode whose expectation a compare row follows: a
+	// trace mode's own row, or the mode that links the row's path. The
+	// empty body's kprobe.session row (the counting program needs the
+	// 6.10 link only, not 7.0's session kfuncs) follows the fprobe pair.
+	fam := map[string]string{}
+	for _, tm := range attach.TraceModes {
+		fam[tm.Name] = tm.Name
+		for _, p := range tm.Paths {
+			if _, ok := fam[string(p)]; !ok {
+				fam[string(p)] = tm.Name
+			}
+		}
+	}
+	famOf := func(body, mode string) (string, bool) {
+		if body == "empty" && mode == attach.ModeKprobeSession {
+			return attach.ModeKprobeMulti, true
+		}
+		m, ok := fam[mode]
+		return m, ok
+	}
 	// The trace bodies run in separate compare runs (each starts in
 	// about a second) so that their modes can be chosen: only the ones
 	// the expectation table says work. A refused mode's row is the
@@ -776,10 +798,11 @@ func TestCompareCounts(t *testing.T) {
 	// TCG per body); it is asserted, with its reason, by the empty body's
 	// rows of the same family (fsession.multi: fentry.multi, fexit.multi
 	// and fsession.multi) and by TestModeExpectations.
-	traceModes := []string{"fentry+fexit", "fsession", "fsession.multi", "kprobe.multi+kretprobe.multi", "kprobe.session", "kprobe+kretprobe"}
+	// compare's trace-body rows are these trace modes (bench.TraceModes).
+	traceModes := []string{attach.ModeFentryFexit, attach.ModeFSession, attach.ModeFSessionMulti, attach.ModeKprobeMulti, attach.ModeKprobeSession, attach.ModeKprobe}
 	var working []string
 	for _, m := range traceModes {
-		if e.exp == nil || e.exp[fam[m]] == "" {
+		if e.exp == nil || e.exp[m] == "" {
 			working = append(working, m)
 		}
 	}
@@ -792,9 +815,9 @@ func TestCompareCounts(t *testing.T) {
 		// link costs 1-2 s: compare's kernel trigger takes about 290 s
 		// here on an unloaded host.
 		// Here the exit-only (--min-duration) and agg (stat) bodies keep
-		// a trampoline and a kprobe.multi mode, the pair variant that only
-		// compare uses; the same paths in fsession, kprobe-multi
-		// (kprobe.session) and kprobe mode are exact on this kernel in
+		// a trampoline and an fprobe mode, fentry+fexit and
+		// kprobe.multi+kretprobe.multi; the same paths in fsession,
+		// kprobe.session and kprobe+kretprobe mode are exact on this kernel in
 		// TestMinDuration (every call counted, none emitted),
 		// TestErrorsFilter (exactly the failing calls' records, at exit)
 		// and TestStatAggregates (stat's in-kernel tables: calls and
@@ -921,7 +944,7 @@ func TestCompareCounts(t *testing.T) {
 			continue
 		}
 		rows++
-		if m, ok := fam[h.Mode]; ok && e.exp != nil {
+		if m, ok := famOf(h.Body, h.Mode); ok && e.exp != nil {
 			assert.Equal(t, e.exp[m] == "", h.Supported, "%s/%s/%s: %s", h.Trigger, h.Body, h.Mode, h.Reason)
 			if !h.Supported {
 				assert.Contains(t, h.Reason, e.exp[m])
@@ -977,7 +1000,7 @@ func TestCompareCounts(t *testing.T) {
 	// --crowd-k 0,5: K=0 once, K=5 by each crowd kind; each with the target
 	// alone and shared, for fentry and kprobe.multi.
 	assert.Len(t, r.Crowd, 4+2*4, "every crowd row is kept")
-	crowdFam := map[string]string{"fentry": attach.ModeFentry, "kprobe.multi": attach.ModeKprobeMulti}
+	crowdFam := map[string]string{"fentry": attach.ModeFentryFexit, "kprobe.multi": attach.ModeKprobeMulti}
 	for _, c := range r.Crowd {
 		name := fmt.Sprintf("crowd %s by %q K=%d shared=%v", c.Mode, c.By, c.K, c.Shared)
 		need := map[string]bool{crowdFam[c.Mode]: true}
@@ -985,7 +1008,7 @@ func TestCompareCounts(t *testing.T) {
 			need[crowdFam[c.By]] = true
 		}
 		if c.Shared { // the other attach path on the target too
-			need[attach.ModeFentry], need[attach.ModeKprobeMulti] = true, true
+			need[attach.ModeFentryFexit], need[attach.ModeKprobeMulti] = true, true
 		}
 		if e.exp != nil {
 			// Unsupported when any needed attach path is; the reason is
@@ -1064,9 +1087,9 @@ func TestGraphNested(t *testing.T) {
 func TestPerfettoExport(t *testing.T) {
 	e := lab(t)
 	bin := ftprobeBinary(t)
-	mode := attach.ModeFentry
+	mode := attach.ModeFentryFexit
 	if !e.works[mode] {
-		mode = attach.ModeKprobeMulti
+		mode = attach.ModeKprobeSession
 	}
 	needMode(t, e, mode)
 	file := t.TempDir() + "/trace.json"
@@ -1111,7 +1134,7 @@ func TestPerfettoExport(t *testing.T) {
 		}
 		open[*ev.Tid] = append(st, span{*ev.Ts, *ev.Ts + *ev.Dur})
 		assert.Contains(t, ev.Args, "ret")
-		assert.Contains(t, eventModes(mode), ev.Args["mode"])
+		assert.Equal(t, mode, ev.Args["mode"])
 	}
 	assert.GreaterOrEqual(t, slices, 6, "3 ksys_read + 3 vfs_read of the workload")
 }
@@ -1121,8 +1144,8 @@ func TestPerfettoExport(t *testing.T) {
 // through trampolines, and says so once per reason.
 func TestAutoMixed(t *testing.T) {
 	e := lab(t)
-	needMode(t, e, attach.ModeFentry)
-	res, err := e.k.Resolve([]string{"ksys_*"}, nil, attach.ModeFentry, 0)
+	needMode(t, e, attach.ModeFentryFexit)
+	res, err := e.k.Resolve([]string{"ksys_*"}, nil, attach.ModeFentryFexit, 0)
 	require.NoError(t, err)
 	if len(res.Skipped) == 0 {
 		skipOutsideLab(t, "every ksys_* function takes fentry on %s", e.kin)
@@ -1140,7 +1163,7 @@ func TestAutoMixed(t *testing.T) {
 		for _, f := range res.Skipped {
 			pats = append(pats, f.Name+"*")
 		}
-		few, err := e.k.Resolve(pats, nil, attach.ModeFentry, 0)
+		few, err := e.k.Resolve(pats, nil, attach.ModeFentryFexit, 0)
 		require.NoError(t, err, "%v", pats)
 		require.Len(t, few.Skipped, len(res.Skipped), "the functions fentry refuses among ksys_*: %v", pats)
 	}
@@ -1149,29 +1172,38 @@ func TestAutoMixed(t *testing.T) {
 		workload.Run(workload.Spec{Kind: "read", Path: "/etc/hostname", Count: 2})
 	})
 	t.Log(log.String())
-	// Where tracing multi links work (amd64 7.x), auto prefers them.
-	tramp := attach.ModeFentry
-	if e.works[attach.ModeFentryMulti] {
-		tramp = attach.ModeFentryMulti
+	// Where tracing multi links work (amd64 7.x), auto prefers them,
+	// fsession.multi first; the others go through kprobe.session where
+	// it works, else the kprobe.multi pair.
+	tramp := attach.ModeFentryFexit
+	for _, m := range []string{attach.ModeFentryMulti, attach.ModeFSessionMulti} {
+		if e.works[m] {
+			tramp = m
+		}
+	}
+	multi := attach.ModeKprobeMulti
+	if e.works[attach.ModeKprobeSession] {
+		multi = attach.ModeKprobeSession
 	}
 	if e.works[attach.ModeKprobeMulti] {
-		assert.Equal(t, tramp+"+"+attach.ModeKprobeMulti, sum.Mode)
-		assert.Contains(t, log.String(), "through kprobe.multi because "+tramp+" cannot take them")
+		assert.Equal(t, tramp+"+"+multi, sum.Mode)
+		assert.Contains(t, log.String(), "through "+multi+" because "+tramp+" cannot take them")
 		assert.Contains(t, log.String(), "compiler copy without BTF of its own")
 	} else {
 		assert.Equal(t, tramp, sum.Mode)
 	}
 	reads := filterEvents(evs, "exit", "ksys_read")
 	require.Len(t, reads, 2)
-	assert.Contains(t, eventModes(tramp), reads[0]["mode"], "ksys_read itself goes through a trampoline")
+	assert.Equal(t, tramp, reads[0]["mode"], "ksys_read itself goes through a trampoline")
 }
 
-// TestSameEventsAsFentry traces one workload in fentry mode and in each 7.x
-// trampoline mode (fsession, fentry-multi) and requires the same events:
+// TestSameEventsAsFentry traces one workload in fentry+fexit mode and in each 7.x
+// trampoline mode (fsession, fsession.multi, fentry.multi+fexit.multi) and
+// requires the same events:
 // kind, function, pid, tid, arguments at entry, return value at exit.
 func TestSameEventsAsFentry(t *testing.T) {
 	e := lab(t)
-	needMode(t, e, attach.ModeFentry)
+	needMode(t, e, attach.ModeFentryFexit)
 	funcs := []string{"do_sys_openat2", "vfs_read", "ksys_read"}
 	run := func(mode string) []string {
 		evs, sum := traceInThread(t, mode, funcs, attach.Filters{}, func() {
@@ -1219,11 +1251,11 @@ func TestSameEventsAsFentry(t *testing.T) {
 		}
 		return out
 	}
-	want := run(attach.ModeFentry)
+	want := run(attach.ModeFentryFexit)
 	// 5 reads (open + 5 x vfs_read/ksys_read) and 2 failing opens, each
 	// with entry and exit: 2*(1+5+5) + 2*2 = 26.
 	require.Len(t, want, 26, "fentry events")
-	for _, mode := range []string{attach.ModeFSession, attach.ModeFentryMulti} {
+	for _, mode := range []string{attach.ModeFSession, attach.ModeFSessionMulti, attach.ModeFentryMulti} {
 		t.Run(mode, func(t *testing.T) {
 			needMode(t, e, mode)
 			assert.Equal(t, want, run(mode))
@@ -1312,7 +1344,7 @@ func TestStack(t *testing.T) {
 				assert.Regexp(t, sys, joined, "syscall entry")
 				assert.NotContains(t, joined, "\n0x", "every frame symbolized")
 				require.GreaterOrEqual(t, len(frames), 3)
-				trampoline := mode == attach.ModeFentry || mode == attach.ModeFSession || mode == attach.ModeFentryMulti
+				trampoline := symbols.IsTrampolineMode(mode)
 				if !trampoline && e.kin.Arch == "arm64" {
 					// At a kprobe/fprobe entry on arm64 the direct caller
 					// is only in the link register, which the exit probe
@@ -1321,7 +1353,7 @@ func TestStack(t *testing.T) {
 					// One kprobe.session link: its return hook is set
 					// after the entry program ran, so the caller itself.
 					hook := `^(ksys_read|return_to_handler|__kretprobe_trampoline|arch_rethook_trampoline)\+`
-					if ev["mode"] == "kprobe-session" {
+					if ev["mode"] == attach.ModeKprobeSession {
 						hook = `^ksys_read\+`
 					}
 					assert.Regexp(t, hook, frames[1])
@@ -1344,8 +1376,8 @@ func TestStack(t *testing.T) {
 // says why.
 func TestVerboseRawFallback(t *testing.T) {
 	e := lab(t)
-	needMode(t, e, attach.ModeKprobeMulti)
-	res, err := e.k.Resolve([]string{"ksys_*"}, nil, attach.ModeKprobeMulti, 0)
+	needMode(t, e, attach.ModeKprobeSession)
+	res, err := e.k.Resolve([]string{"ksys_*"}, nil, attach.ModeKprobeSession, 0)
 	require.NoError(t, err)
 	var copyName string
 	for _, f := range res.Funcs {
@@ -1358,7 +1390,7 @@ func TestVerboseRawFallback(t *testing.T) {
 		skipOutsideLab(t, "no compiler copy with a BTF original among ksys_* on %s", e.kin)
 	}
 	var log bytes.Buffer
-	_, err = trace.Run(context.Background(), trace.Options{Patterns: []string{copyName}, Mode: attach.ModeKprobeMulti,
+	_, err = trace.Run(context.Background(), trace.Options{Patterns: []string{copyName}, Mode: attach.ModeKprobeSession,
 		Verbose: true, Strings: true, Duration: 200 * time.Millisecond, Out: io.Discard, Log: &log, Symbols: e.k})
 	require.NoError(t, err)
 	t.Log(log.String())
@@ -1568,7 +1600,7 @@ func TestTreeForgetsExited(t *testing.T) {
 }
 
 // TestDemo runs `ftprobe demo`, README's first command, in the guest: it
-// traces the workload in fentry and in kprobe-multi mode, each with every
+// traces the workload in fentry+fexit and in kprobe.multi+kretprobe.multi mode, each with every
 // call accounted for.
 func TestDemo(t *testing.T) {
 	e := lab(t)
@@ -1586,7 +1618,7 @@ func TestDemo(t *testing.T) {
 	f.Close()
 	out, rerr := os.ReadFile(f.Name())
 	require.NoError(t, rerr)
-	if !e.works[attach.ModeFentry] && !e.works[attach.ModeKprobeMulti] {
+	if !e.works[attach.ModeFentryFexit] && !e.works[attach.ModeKprobeMulti] {
 		var ee *exec.ExitError
 		require.ErrorAs(t, err, &ee, "%s", out)
 		assert.Equal(t, 3, ee.ExitCode(), "%s", out)
@@ -1605,7 +1637,7 @@ func TestDemo(t *testing.T) {
 	// preempted is one, and the demo rightly reports it as lost. The
 	// workload's own calls must all be there; no other loss is allowed.
 	summary := regexp.MustCompile(`(?m)^ftprobe: \d+ events .* in (\S+) mode .*; (none lost|LOST: \d+ (?:recursion misses|fprobe missed runs)(?:, \d+ (?:recursion misses|fprobe missed runs))*(?:$|;| \())`)
-	for _, m := range []string{attach.ModeFentry, attach.ModeKprobeMulti} {
+	for _, m := range []string{attach.ModeFentryFexit, attach.ModeKprobeMulti} {
 		if !e.works[m] {
 			continue
 		}
@@ -1705,14 +1737,20 @@ func TestListCLI(t *testing.T) {
 	require.Len(t, rows, 1)
 	assert.Equal(t, "vfs_read", rows[0].Name)
 	assert.Equal(t, "ssize_t vfs_read(struct file * file, char * buf, size_t count, loff_t * pos)", rows[0].Prototype)
-	require.Len(t, rows[0].Modes, 5)
-	for m, v := range rows[0].Modes {
+	require.Len(t, rows[0].Modes, len(modes), "one verdict per trace mode")
+	for _, m := range modes {
+		v, ok := rows[0].Modes[m]
+		assert.True(t, ok, "no %s verdict", m)
 		assert.True(t, v.OK, "%s: %s", m, v.Reason)
 	}
 	txt, err := exec.Command(bin, "list", "vfs_read").Output()
 	require.NoError(t, err)
-	assert.Regexp(t, `FUNCTION\s+ADDRESS\s+COPIES\s+FENTRY\s+FSESSION\s+FENTRY-MULTI\s+KPROBE-MULTI\s+KPROBE\s+PROTOTYPE`, string(txt))
-	assert.Regexp(t, `vfs_read\s+0x[0-9a-f]+\s+1\s+ok\s+ok\s+ok\s+ok\s+ok\s+ssize_t vfs_read`, string(txt))
+	header := `FUNCTION\s+ADDRESS\s+COPIES`
+	for _, m := range modes {
+		header += `\s+` + regexp.QuoteMeta(strings.ToUpper(m))
+	}
+	assert.Regexp(t, header+`\s+PROTOTYPE`, string(txt), "one column per trace mode")
+	assert.Regexp(t, `vfs_read\s+0x[0-9a-f]+\s+1`+strings.Repeat(`\s+ok`, len(modes))+`\s+ssize_t vfs_read`, string(txt))
 }
 
 // statTables returns the final stat table's rows by function, checking
@@ -1849,7 +1887,7 @@ func TestEntryOnlyThreadExit(t *testing.T) {
 			assert.EqualValues(t, os.Getpid(), num(ev["tgid"]))
 			assert.EqualValues(t, 0, argNum(t, ev, "code"), "exit(0): code 0")
 			assert.Equal(t, "noreturn", ev["entry_only"])
-			assert.Contains(t, append(eventModes(mode), attach.ModeFentry), ev["mode"])
+			assert.Contains(t, []string{mode, attach.ModeFentryFexit}, ev["mode"])
 			assert.EqualValues(t, 1, sum.Entries)
 			assert.EqualValues(t, 0, sum.Exits)
 			assert.Equal(t, "do_exit (noreturn)", sum.EntryOnly)
@@ -1962,7 +2000,7 @@ func TestEntryOnlyNoreturn(t *testing.T) {
 					continue
 				}
 				assert.Equal(t, "noreturn", m["entry_only"], l)
-				assert.Contains(t, append(eventModes(mode), attach.ModeFentry), m["mode"], l)
+				assert.Contains(t, []string{mode, attach.ModeFentryFexit}, m["mode"], l)
 				tgids[num(m["tgid"])] = true
 				switch m["func"] {
 				case "do_group_exit":
@@ -2031,7 +2069,7 @@ func TestEntryOnlyNoreturn(t *testing.T) {
 	// list says so, in every mode.
 	out, err := exec.Command(bin, "list", "do_group_exit").Output()
 	require.NoError(t, err)
-	assert.Regexp(t, `do_group_exit\s+0x[0-9a-f]+\s+1\s+entry only \[1\]\s+entry only \[1\]\s+entry only \[1\]\s+entry only \[1\]\s+entry only \[1\]\s+void do_group_exit`, string(out))
+	assert.Regexp(t, `do_group_exit\s+0x[0-9a-f]+\s+1`+strings.Repeat(`\s+entry only \[1\]`, len(modes))+`\s+void do_group_exit`, string(out))
 	assert.Contains(t, string(out), "[1] entry only: noreturn")
 	out, err = exec.Command(bin, "list", "--json", "do_group_exit").Output()
 	require.NoError(t, err)
@@ -2044,7 +2082,7 @@ func TestEntryOnlyNoreturn(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(out, &rows), "%s", out)
 	require.Len(t, rows, 1)
-	require.Len(t, rows[0].Modes, 5)
+	require.Len(t, rows[0].Modes, len(modes))
 	for m, v := range rows[0].Modes {
 		assert.True(t, v.OK, m)
 		assert.Equal(t, "noreturn", v.EntryOnly, m)
@@ -2099,7 +2137,7 @@ func TestArgReads(t *testing.T) {
 	}{
 		// ftp_fexit reads no argument in the lean object (a record
 		// takes them from the entry's frame): nothing to patch.
-		{attach.ModeFentry, 1},
+		{attach.ModeFentryFexit, 1},
 		{attach.ModeFSession, 1},
 	} {
 		t.Run(c.mode, func(t *testing.T) {

@@ -33,8 +33,9 @@ var moduleRequired = map[string]bool{"arm64 7.3": true, "amd64 7.3": true}
 // read-write opens come out, each naming module tun and carrying the flags
 // the kernel stored for that open, and the summary counts the two
 // read-only opens as rejected. Modes: the ones that trace module functions
-// (fentry, kprobe-multi, kprobe); fsession and fentry-multi must refuse a
-// module function with their documented reason.
+// (fentry+fexit, the fprobe modes, kprobe+kretprobe); fsession and the
+// tracing multi links must refuse a module function with their documented
+// reason.
 func TestModuleFunction(t *testing.T) {
 	e := lab(t)
 	bin := ftprobeBinary(t)
@@ -83,7 +84,7 @@ func TestModuleFunction(t *testing.T) {
 			for i, ev := range entries {
 				assert.Equal(t, "tun_chr_open", ev["func"], "entry %d", i)
 				assert.Equal(t, "tun", ev["module"], "entry %d: the function's module", i)
-				assert.Contains(t, eventModes(mode), ev["mode"], "entry %d", i)
+				assert.Equal(t, mode, ev["mode"], "entry %d", i)
 				assert.EqualValues(t, os.Getpid(), ev["tgid"], "entry %d", i)
 				assert.Equal(t, map[string]any{"file->f_flags": int64(want[i])}, numValues(ev["values"]), "entry %d: f_flags", i)
 				assert.Equal(t, "tun", exits[i]["module"], "exit %d", i)
@@ -100,11 +101,11 @@ func TestModuleFunction(t *testing.T) {
 			assertNothingAttached(t)
 		})
 	}
-	// fsession and fentry-multi load their programs against vmlinux BTF
+	// fsession and the tracing multi links load their programs against vmlinux BTF
 	// ids only (internal/attach TrampolineLoader, README "Linux 7.x
 	// trampoline modes"): a module function is refused before anything
 	// is loaded. When that changes, move these modes into moduleModes.
-	for _, mode := range []string{attach.ModeFSession, attach.ModeFentryMulti} {
+	for _, mode := range []string{attach.ModeFSession, attach.ModeFSessionMulti, attach.ModeFentryMulti} {
 		if !e.works[mode] {
 			continue
 		}
@@ -114,7 +115,7 @@ func TestModuleFunction(t *testing.T) {
 			require.ErrorAs(t, err, &ee, "%s", out)
 			assert.Equal(t, 2, ee.ExitCode(), "%s", out)
 			assert.Contains(t, string(out), "tun_chr_open [tun]")
-			assert.Contains(t, string(out), "module function: ftprobe loads fsession and multi-link programs against vmlinux BTF only (use fentry)")
+			assert.Contains(t, string(out), "module function: ftprobe loads fsession and multi-link programs against vmlinux BTF only (use fentry+fexit)")
 			assertNothingAttached(t)
 		})
 	}
@@ -122,12 +123,12 @@ func TestModuleFunction(t *testing.T) {
 
 // moduleModes are the modes that trace module functions, less on arm64
 // for the CI budget (each CLI start and attach costs seconds under TCG):
-// fentry and kprobe-multi, the two families of attach paths.
+// fentry+fexit and kprobe.session, the two families of attach paths.
 func moduleModes(e *env) []string {
 	if e.kin.Arch == "arm64" {
-		return []string{attach.ModeFentry, attach.ModeKprobeMulti}
+		return []string{attach.ModeFentryFexit, attach.ModeKprobeSession}
 	}
-	return []string{attach.ModeFentry, attach.ModeKprobeMulti, attach.ModeKprobe}
+	return []string{attach.ModeFentryFexit, attach.ModeKprobeSession, attach.ModeKprobeMulti, attach.ModeKprobe}
 }
 
 // loadTestModule loads the module test/matrix carried into the guest

@@ -89,7 +89,7 @@ func wideWorkload(t *testing.T) {
 // falling back to kprobe.multi.
 func TestWideFunctions(t *testing.T) {
 	e := lab(t)
-	needMode(t, e, attach.ModeFentry)
+	needMode(t, e, attach.ModeFentryFexit)
 	if e.kin.AtLeast(7, 3) {
 		require.True(t, wideSupported(e), "7.3 takes 12 arguments and small structs (lab measurement): %v", e.k.Limits.Args(12))
 	}
@@ -98,8 +98,8 @@ func TestWideFunctions(t *testing.T) {
 		fs, err := e.k.Match(wideFuncs, nil)
 		require.NoError(t, err)
 		for _, f := range fs {
-			if f.Skip[attach.ModeFentry] != "" {
-				assert.Error(t, trial.AttachEmpty(f.Name), "%s: list refuses it (%s), so must the kernel", f.Name, f.Skip[attach.ModeFentry])
+			if f.Skip[attach.ModeFentryFexit] != "" {
+				assert.Error(t, trial.AttachEmpty(f.Name), "%s: list refuses it (%s), so must the kernel", f.Name, f.Skip[attach.ModeFentryFexit])
 			}
 		}
 		return
@@ -110,12 +110,12 @@ func TestWideFunctions(t *testing.T) {
 		if symbols.IsSuffixedCopy(f.Name) {
 			// amd64 7.3 has tcp_v4_send_ack.cold, a cold split without
 			// an ftrace location: refused in every mode, rightly.
-			assert.NotEmpty(t, f.Skip[attach.ModeFentry], f.Name)
+			assert.NotEmpty(t, f.Skip[attach.ModeFentryFexit], f.Name)
 			continue
 		}
 		slots, size := symbols.ArgSlots(f.Proto)
-		t.Logf("%s: %d arguments, %d slots, struct %d bytes: list says fentry %q", f.Display(), len(f.Proto.Params), slots, size, f.Skip[attach.ModeFentry])
-		assert.Empty(t, f.Skip[attach.ModeFentry], f.Name)
+		t.Logf("%s: %d arguments, %d slots, struct %d bytes: list says fentry %q", f.Display(), len(f.Proto.Params), slots, size, f.Skip[attach.ModeFentryFexit])
+		assert.Empty(t, f.Skip[attach.ModeFentryFexit], f.Name)
 		assert.Empty(t, f.Skip[attach.ModeFSession], f.Name)
 	}
 	// The CLI says so too, and the kernel agrees for the ones no workload reaches.
@@ -135,7 +135,7 @@ func TestWideFunctions(t *testing.T) {
 			continue
 		}
 		listed = append(listed, r.Name)
-		assert.True(t, r.Modes[attach.ModeFentry].OK, "%s: %s", r.Name, r.Modes[attach.ModeFentry].Reason)
+		assert.True(t, r.Modes[attach.ModeFentryFexit].OK, "%s: %s", r.Name, r.Modes[attach.ModeFentryFexit].Reason)
 		assert.True(t, r.Modes[attach.ModeFSession].OK, "%s: %s", r.Name, r.Modes[attach.ModeFSession].Reason)
 	}
 	assert.Equal(t, []string{"do_mmap", "tcp_v4_send_ack"}, listed)
@@ -143,7 +143,7 @@ func TestWideFunctions(t *testing.T) {
 		assert.NoError(t, trial.AttachEmpty(fn), fn)
 	}
 	loUp(t)
-	for _, mode := range []string{attach.ModeFentry, attach.ModeFSession, "auto"} {
+	for _, mode := range []string{attach.ModeFentryFexit, attach.ModeFSession, "auto"} {
 		t.Run(mode, func(t *testing.T) {
 			if mode != "auto" {
 				needMode(t, e, mode)
@@ -268,7 +268,7 @@ func category(e *env, f *symbols.Func) string {
 // (FTPROBE_AGREE_PER_CATEGORY, FTPROBE_AGREE_RANDOM).
 func TestVerdictAgreement(t *testing.T) {
 	e := lab(t)
-	needMode(t, e, attach.ModeFentry)
+	needMode(t, e, attach.ModeFentryFexit)
 	perCat, random := 6, 30
 	if testing.Short() { // the matrix's fast tier: every kernel, a smaller sample
 		perCat, random = 2, 10
@@ -304,10 +304,10 @@ func TestVerdictAgreement(t *testing.T) {
 		rows[c] = r
 		for _, f := range cats[c] {
 			total++
-			listOK := f.Skip[attach.ModeFentry] == ""
+			listOK := f.Skip[attach.ModeFentryFexit] == ""
 			attachIt := trial.AttachEmpty
 			if f.EntryOnly != "" {
-				attachIt = trial.AttachEmptyEntry // fentry mode attaches no fexit to it
+				attachIt = trial.AttachEmptyEntry // fentry+fexit mode attaches no fexit to it
 			}
 			err := attachIt(f.Name)
 			switch {
@@ -320,7 +320,7 @@ func TestVerdictAgreement(t *testing.T) {
 				disagree = append(disagree, fmt.Sprintf("%s [%s]: list says traceable, the kernel refused: %v", f.Display(), c, err))
 			default:
 				r.kernelOnly++
-				disagree = append(disagree, fmt.Sprintf("%s [%s]: list refuses (%s), the kernel attached it", f.Display(), c, f.Skip[attach.ModeFentry]))
+				disagree = append(disagree, fmt.Sprintf("%s [%s]: list refuses (%s), the kernel attached it", f.Display(), c, f.Skip[attach.ModeFentryFexit]))
 			}
 		}
 	}
