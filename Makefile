@@ -19,7 +19,7 @@ BENCH_BODIES := empty,timed,agg,trace,exit-only,filtered,predicate,window
 BENCH_CALLS_amd64 := 20000
 BENCH_CALLS_arm64 := 5000
 
-.PHONY: help build cross generate check-generated test test-unit image-test lab-test demo bench benchmarks image dist lint setup clean
+.PHONY: help build cross generate check-generated test test-unit image-test lab-test demo bench benchmarks benchmarks-tables image dist lint setup clean
 
 # make help: every target with its "## " description.
 help: ## list the targets
@@ -83,7 +83,14 @@ benchmarks-%: cross ## the same for one architecture
 		compare -q --scenario hit --trigger kernel --runs 3 --calls $(BENCH_CALLS_$*) \
 		--mode $(BENCH_MODES) --body $(BENCH_BODIES) --json - > bin/compare-$*-$(BENCH_KERNEL).capture
 	bin/ftprobe compare --from bin/compare-$*-$(BENCH_KERNEL).capture --json docs/bench/compare-$*-$(BENCH_KERNEL).json \
-		--plot docs/bench/compare-$*-$(BENCH_KERNEL).svg > docs/bench/compare-$*-$(BENCH_KERNEL).txt
+		--plot docs/bench/compare-$*-$(BENCH_KERNEL).svg --markdown bin/compare-$*-$(BENCH_KERNEL).md > docs/bench/compare-$*-$(BENCH_KERNEL).txt
+	./scripts/splice.sh docs/benchmarks.md $*-$(BENCH_KERNEL) bin/compare-$*-$(BENCH_KERNEL).md
+
+# docs/benchmarks.md's tables from the committed reports, without measuring.
+benchmarks-tables: build ## put docs/bench/*.json's tables into docs/benchmarks.md (no VM)
+	for a in $(BENCH_ARCHS); do \
+		bin/ftprobe compare --from docs/bench/compare-$$a-$(BENCH_KERNEL).json --markdown bin/compare-$$a-$(BENCH_KERNEL).md >/dev/null && \
+		./scripts/splice.sh docs/benchmarks.md $$a-$(BENCH_KERNEL) bin/compare-$$a-$(BENCH_KERNEL).md || exit 1; done
 
 dist: ## release binaries and SHA256SUMS in dist/
 	rm -rf dist && mkdir -p dist

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -23,10 +24,10 @@ import (
 
 func newCompareCmd() *cobra.Command {
 	var (
-		cfg                          bench.Config
-		jsonFile, plotFile, attachNs string
-		crowdKs, from, reader        string
-		quiet, schema                bool
+		cfg                                  bench.Config
+		jsonFile, plotFile, mdFile, attachNs string
+		crowdKs, from, reader                string
+		quiet, schema                        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "compare",
@@ -90,7 +91,7 @@ func newCompareCmd() *cobra.Command {
 			if plotFile != "" && !strings.HasSuffix(plotFile, ".svg") && !strings.HasSuffix(plotFile, ".png") {
 				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--plot %s: want FILE.svg or FILE.png", plotFile))
 			}
-			for _, o := range [][2]string{{"--json", jsonFile}, {"--plot", plotFile}} {
+			for _, o := range [][2]string{{"--json", jsonFile}, {"--plot", plotFile}, {"--markdown", mdFile}} {
 				if err := checkOutPath(o[0], o[1]); err != nil {
 					return exitcode.Wrap(exitcode.BadInput, err)
 				}
@@ -100,7 +101,7 @@ func newCompareCmd() *cobra.Command {
 				if err != nil {
 					return exitcode.Wrap(exitcode.BadInput, err)
 				}
-				return emitReport(cmd, rep, jsonFile, plotFile)
+				return emitReport(cmd, rep, reportFiles{jsonFile, plotFile, mdFile})
 			}
 			if err := needPrivilege("compare"); err != nil {
 				return err
@@ -142,7 +143,7 @@ func newCompareCmd() *cobra.Command {
 				fmt.Fprintln(cmd.ErrOrStderr())
 			}
 			if rep != nil {
-				if eerr := emitReport(cmd, rep, jsonFile, plotFile); eerr != nil {
+				if eerr := emitReport(cmd, rep, reportFiles{jsonFile, plotFile, mdFile}); eerr != nil {
 					return eerr
 				}
 			}
@@ -175,6 +176,7 @@ func newCompareCmd() *cobra.Command {
 	f.StringVar(&jsonFile, "json", "", "write the report as JSON to FILE (schema ftprobe-compare/v1, raw samples included); - prints it instead of the table")
 	f.StringVar(&from, "from", "", "render a saved JSON report (table, --plot) instead of measuring")
 	f.StringVar(&plotFile, "plot", "", "draw ns/hit by mode and attach time against N into FILE.svg or FILE.png")
+	f.StringVar(&mdFile, "markdown", "", "write the hit costs as Markdown tables to FILE (ns over baseline, x empty, x timed; what docs/benchmarks.md shows)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	f.BoolVar(&schema, "schema", false, "print the JSON Schema of the --json document and exit")
 	return cmd
@@ -220,29 +222,41 @@ func choicesInline(cs []bench.Choice) string {
 	return strings.Join(parts, ", ")
 }
 
-func emitReport(cmd *cobra.Command, rep *bench.Report, jsonFile, plotFile string) error {
-	if jsonFile == "-" {
+// reportFiles are the files compare writes beside its table: "" for
+// none, "-" for JSON on stdout instead of the table.
+type reportFiles struct{ json, plot, markdown string }
+
+func emitReport(cmd *cobra.Command, rep *bench.Report, out reportFiles) error {
+	if out.json == "-" {
 		if err := rep.WriteJSON(cmd.OutOrStdout()); err != nil {
 			return err
 		}
 	} else {
 		rep.WriteText(cmd.OutOrStdout())
 	}
-	if jsonFile != "" && jsonFile != "-" {
-		f, err := os.Create(jsonFile)
+	write := func(path string, to func(io.Writer) error) error {
+		f, err := os.Create(path)
 		if err != nil {
 			return exitcode.Wrap(exitcode.BadInput, err)
 		}
-		if err := rep.WriteJSON(f); err != nil {
+		if err := to(f); err != nil {
 			f.Close()
 			return err
 		}
-		if err := f.Close(); err != nil {
+		return f.Close()
+	}
+	if out.json != "" && out.json != "-" {
+		if err := write(out.json, rep.WriteJSON); err != nil {
 			return err
 		}
 	}
-	if plotFile != "" {
-		if err := rep.Plot(plotFile); err != nil {
+	if out.markdown != "" {
+		if err := write(out.markdown, rep.WriteMarkdown); err != nil {
+			return fmt.Errorf("markdown: %w", err)
+		}
+	}
+	if out.plot != "" {
+		if err := rep.Plot(out.plot); err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
 	}
