@@ -201,16 +201,15 @@ func (r *Report) Plot(path string) (err error) {
 	}
 	p1 := plot.New()
 	p1.Title.Text = fmt.Sprintf("hit cost over baseline, %s %s%s", r.Header.Release, r.Header.Arch, emu(r.Header.Emulated))
-	p1.Y.Label.Text = "ns per call over baseline (median, min-max)"
-	p1.X.Label.Text = "mode (fe+fx = fentry+fexit, .m = .multi, kmulti = kprobe.multi, kret = kretprobe.multi)"
+	p1.X.Label.Text = "ns per call over baseline (median, min-max)"
 	var names []string
 	var vals plotter.Values
-	var errs plotter.YErrors
+	var errs plotter.XErrors
 	for _, row := range r.Hit {
 		if row.Mode == ModeBaseline || !row.Supported || row.Body != BodyEmpty || (row.Trigger != r.Hit[0].Trigger) {
 			continue
 		}
-		names = append(names, shortMode(row.Mode))
+		names = append(names, row.Mode)
 		vals = append(vals, row.OverheadNs.Median)
 		errs = append(errs, struct{ Low, High float64 }{row.OverheadNs.Median - row.OverheadNs.Min, row.OverheadNs.Max - row.OverheadNs.Median})
 	}
@@ -220,19 +219,20 @@ func (r *Report) Plot(path string) (err error) {
 			return err
 		}
 		bars.Color = plotutil.Color(0)
+		bars.Horizontal = true // whole mode names as labels
 		p1.Add(bars)
 		pts := make(plotter.XYs, len(vals))
 		for i := range vals {
-			pts[i].X, pts[i].Y = float64(i), vals[i]
+			pts[i].X, pts[i].Y = vals[i], float64(i)
 		}
-		eb, err := plotter.NewYErrorBars(struct {
+		eb, err := plotter.NewXErrorBars(struct {
 			plotter.XYer
-			plotter.YErrorer
+			plotter.XErrorer
 		}{pts, errs})
 		if err == nil {
 			p1.Add(eb)
 		}
-		p1.NominalX(names...)
+		p1.NominalY(names...)
 	}
 	p2 := plot.New()
 	p2.Title.Text = "attach time against N"
@@ -263,38 +263,17 @@ func (r *Report) Plot(path string) (err error) {
 	} else {
 		p2.Title.Text += " (no supported mode)"
 	}
+	tiles := []*plot.Plot{p1, p2}
+	if len(r.Attach) == 0 { // the attach scenario did not run: no empty panel
+		tiles = tiles[:1]
+	}
 	img := vg.Length(16) * vg.Centimeter
-	c := vgimgCanvas(ext, 2*img, img)
+	c := vgimgCanvas(ext, vg.Length(len(tiles))*img, img)
 	if c == nil {
 		return fmt.Errorf("plot: cannot create %s canvas", ext)
 	}
-	drawTiles(c, []*plot.Plot{p1, p2})
+	drawTiles(c, tiles)
 	return saveCanvas(c, path)
-}
-
-// shortMode keeps bar labels from overlapping.
-func shortMode(m string) string {
-	switch m {
-	case ModeKretMulti:
-		return "kretmulti"
-	case ModeKprobeKret:
-		return "kmulti+kret"
-	case ModeKprobeSession:
-		return "ksession"
-	case ModeFentryFexit:
-		return "fe+fx"
-	case ModeFSession:
-		return "fsess"
-	case ModeKprobeMulti:
-		return "kmulti"
-	case ModeFentryMulti:
-		return "fentry.m"
-	case ModeFexitMulti:
-		return "fexit.m"
-	case ModeFSessionMulti:
-		return "fsess.m"
-	}
-	return m
 }
 
 // footnotes numbers the distinct reasons of a table's unsupported rows:
