@@ -248,7 +248,7 @@ func (t *Table) WriteSummary(w io.Writer) {
 			Dur(f.Percentile(50)), Dur(f.Percentile(90)), Dur(f.Percentile(99)), Dur(f.MaxNs), f.ErrorList())
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "(percentiles: midpoint of the in-kernel log-linear histogram bucket, within 6.25% of the exact value)")
+	fmt.Fprintln(w, "(percentiles: midpoint of the in-kernel log-linear histogram bucket, within 1/16 of the exact value)")
 }
 
 // log2Rows folds the histogram into power-of-two rows: row i counts
