@@ -1,66 +1,49 @@
 package trace
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/invopop/jsonschema"
-	sjs "github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/schematest"
 )
 
 var update = flag.Bool("update", false, "rewrite summary.schema.json from the Summary type")
 
-func generateSummarySchema(t *testing.T) []byte {
-	r := &jsonschema.Reflector{}
-	require.NoError(t, r.AddGoComments("github.com/ftprobe/ftprobe/internal/trace", "."))
-	require.NoError(t, r.AddGoComments("github.com/ftprobe/ftprobe/internal/attach", "../attach"))
-	s := r.Reflect(&Summary{})
-	s.ID = "https://github.com/ftprobe/ftprobe/internal/trace/summary.schema.json"
-	s.Title = "ftprobe trace summary"
-	s.Description = "The last JSON line of `ftprobe trace --output json`: counts of the trace, its losses (nothing is lost silently) and per-function event counts. Units are in the field names: ns, bytes."
-	b, err := json.MarshalIndent(s, "", "  ")
-	require.NoError(t, err)
-	return append(b, '\n')
+// summaryDoc is summary.schema.json's source: the Summary type and the
+// comments of this package and of attach (Losses).
+var summaryDoc = schematest.Doc{
+	Value: &Summary{},
+	Comments: map[string]string{"github.com/ftprobe/ftprobe/internal/trace": ".",
+		"github.com/ftprobe/ftprobe/internal/attach": "../attach"},
+	ID:          "https://github.com/ftprobe/ftprobe/internal/trace/summary.schema.json",
+	Title:       "ftprobe trace summary",
+	Description: "The last JSON line of `ftprobe trace --output json`: counts of the trace, its losses (nothing is lost silently) and per-function event counts. Units are in the field names: ns, bytes.",
 }
 
 // TestSummarySchemaCurrent fails when summary.schema.json no longer
 // matches the Summary type (run with -update to rewrite it).
 func TestSummarySchemaCurrent(t *testing.T) {
-	b := generateSummarySchema(t)
-	if *update {
-		require.NoError(t, os.WriteFile("summary.schema.json", b, 0o644))
-		t.Skip("summary.schema.json rewritten; rebuild to embed it")
-	}
-	assert.Equal(t, string(b), string(SummarySchema), "summary.schema.json is stale: go test ./internal/trace -run TestSummarySchemaCurrent -update")
+	schematest.Current(t, summaryDoc, SummarySchema, "summary.schema.json", *update, "go test ./internal/trace -run TestSummarySchemaCurrent -update")
 }
 
 // TestSummaryMatchesSchema: a summary with every field set validates, its
 // JSON carries the counts where readers look for them, and the schema
 // rejects a summary without its losses or with a mistyped count.
 func TestSummaryMatchesSchema(t *testing.T) {
-	doc, err := sjs.UnmarshalJSON(bytes.NewReader(SummarySchema))
-	require.NoError(t, err)
-	c := sjs.NewCompiler()
-	require.NoError(t, c.AddResource("summary.schema.json", doc))
-	sch, err := c.Compile("summary.schema.json")
-	require.NoError(t, err)
+	sch := schematest.Compile(t, SummarySchema, "summary.schema.json")
 	s := &Summary{Mode: "fentry+fexit", Functions: 2, Skipped: 1, Events: 10, Entries: 5, Exits: 5, Elapsed: time.Second,
 		Attach: time.Millisecond, Detach: time.Millisecond, MaxRSSBytes: 1 << 20,
 		Losses:      attach.Losses{EntryHits: 7, ExitHits: 6, FilterRejects: 3, RingbufDrops: 2, ErrnoFull: 1, SkippedFuncs: 1},
 		PerFunction: map[string]int{"vfs_read": 10}, TargetExited: "--pid 1 exited", EntryOnly: "do_exit (noreturn)", ExitStatus: 2,
 		Mem: []MemSample{{At: time.Second, Events: 10, RSSBytes: 1 << 20, Heap: 1 << 19}}, Deferred: true}
 	b := s.JSON()
-	v, err := sjs.UnmarshalJSON(bytes.NewReader(b))
-	require.NoError(t, err)
-	assert.NoError(t, sch.Validate(v))
+	assert.NoError(t, sch.Validate(schematest.Decode(t, b)))
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(b, &m))
 	assert.Equal(t, "summary", m["type"])
