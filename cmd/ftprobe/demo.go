@@ -23,7 +23,7 @@ func newDemoCmd() *cobra.Command {
 		Use:   "demo",
 		Short: "Trace a built-in workload (open + read of /etc/hostname) in the " + andList(demoModes) + " modes, one after the other",
 		Long: wrap("demo runs 'ftprobe workload' under 'ftprobe trace do_sys_openat2 vfs_read' once in each of the "+andList(demoModes)+
-			" modes, so both paths show the same calls side by side. README's first command runs it in the lab: ftprobe vm --kernel debian:7.3 --arch arm64 -- demo", "", "", helpWidth),
+			" modes, so both paths show the same calls side by side. `make demo` runs it in the lab: ftprobe vm --kernel debian:7.3 --arch arm64 -- demo", "", "", helpWidth),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			self, err := os.Executable()

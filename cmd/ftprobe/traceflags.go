@@ -34,7 +34,7 @@ type traceOutput struct {
 // traceOutputs are the --output formats of trace, in help order.
 var traceOutputs = []traceOutput{
 	{"text", "", false},
-	{"json", "JSON lines, field names in README", false},
+	{"json", "JSON lines: one object per event, then a summary", false},
 	{"perfetto", "Chrome trace-event JSON for ui.perfetto.dev; use with -o FILE.json", true},
 }
 
@@ -110,7 +110,7 @@ func traceFlags(f *pflag.FlagSet, o *trace.Options, v *traceVars, stat bool) {
 	f.StringArrayVar(&o.Predicates, "filter", nil, pick("keep only the calls for which EXPR holds, decided in the kernel: e.g. 'count > 4096 && ret == -EAGAIN' (parts on ret at exit, the entry then deferred; repeatable: each applies to the functions whose parameters it names, [FUNCGLOB:]EXPR scopes it)",
 		"count only the calls for which EXPR holds, decided in the kernel: e.g. 'count > 4096 && ret == -EAGAIN' (repeatable: each applies to the functions whose parameters it names, [FUNCGLOB:]EXPR scopes it)"))
 	f.BoolVar(&o.DryRun, "dry-run", false, pick("resolve the patterns, type-check --arg/--filter", "resolve the patterns, type-check --filter")+", load and verify every program, attach nothing: print the plan and exit 0 (2 bad input, 3 unsupported)")
-	f.BoolVar(&o.Strict, "strict", false, pick("exit non-zero when any event or probe run was lost", "exit non-zero when any probe run was lost"))
+	f.BoolVar(&o.Strict, "strict", false, pick("exit 1 when any event or probe run was lost", "exit 1 when any probe run was lost"))
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "print the plan: each function, its prototype, and why any was skipped")
 	if stat {
 		return
@@ -137,23 +137,25 @@ func modesHelp() string {
 	}
 	var b strings.Builder
 	for _, m := range attach.TraceModes {
-		fmt.Fprintf(&b, "  %-*s  %s\n", w, m.Name, wayHelp(m.Paths))
+		fmt.Fprintf(&b, "  %-*s  %s\n", w, m.Name, wayHelp(m))
 	}
-	b.WriteString("(trampolines: BPF trampolines reached by ftrace direct calls; fprobe: one\nftrace_ops for all the functions of a link; kprobes: one perf event each)\n")
+	b.WriteString("(trampolines: BPF trampolines reached by ftrace direct calls, arm64 since 6.4;\nfprobe: one ftrace_ops for all the functions of a link, arm64 since 6.14;\nkprobes: one perf event each; tracing multi links: x86-64 only)\n")
 	return b.String()
 }
 
-// wayHelp says how a trace mode of these attach paths links its
-// functions: one link per function or one for all, through what, since
-// which kernel.
-func wayHelp(paths []attach.Path) string {
+// wayHelp says how a trace mode links its functions: how many links,
+// per function or for all, through what, since which kernel (arm64 has
+// had the trampolines since 6.4 and fprobe since 6.14).
+func wayHelp(m attach.TraceMode) string {
 	var info attach.PathInfo
-	for _, p := range paths {
+	for _, p := range m.Paths {
 		info, _ = attach.PathByName(string(p))
 	}
-	links := "a link per function"
+	links := map[bool]string{true: "one link", false: "two links"}[len(m.Paths) == 1]
 	if info.Multi {
-		links = "one link"
+		links += " for all functions"
+	} else {
+		links += " per function"
 	}
 	via := "kprobes"
 	switch {
@@ -162,5 +164,5 @@ func wayHelp(paths []attach.Path) string {
 	case info.Multi:
 		via = "fprobe"
 	}
-	return fmt.Sprintf("%s, %s, Linux %s+", links, via, info.MinKernel)
+	return fmt.Sprintf("%s, %s, Linux %s+", links, via, m.MinKernel)
 }

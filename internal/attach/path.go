@@ -503,6 +503,11 @@ type TraceMode struct {
 	Name  string
 	Paths []Path
 	Event uint8
+	// MinKernel is the first release where ftprobe's programs run in the
+	// mode: its paths' newest, or later where the programs need more
+	// (kprobe.session: the link is 6.10, the session kfuncs on ctx the
+	// program calls are 7.0).
+	MinKernel string
 }
 
 // TraceModes is the registry of trace modes, in `trace --mode` order
@@ -511,13 +516,13 @@ type TraceMode struct {
 // mode ("kprobe.multi+kretprobe.multi") is one or two kernel attach paths
 // ("kprobe.multi" with "kretprobe.multi").
 var TraceModes = []TraceMode{
-	{ModeFentryFexit, []Path{PathFentry, PathFexit}, EventModeFentry},
-	{ModeFSession, []Path{PathFSession}, EventModeFSession},
-	{ModeFSessionMulti, []Path{PathFSessionMulti}, EventModeFSessionMulti},
-	{ModeFentryMulti, []Path{PathFentryMulti, PathFexitMulti}, EventModeFentryMulti},
-	{ModeKprobeSession, []Path{PathKprobeSession}, EventModeKprobeSession},
-	{ModeKprobeMulti, []Path{PathKprobeMulti, PathKretprobeMulti}, EventModeKprobeMulti},
-	{ModeKprobe, []Path{PathKprobe, PathKretprobe}, EventModeKprobe},
+	{ModeFentryFexit, []Path{PathFentry, PathFexit}, EventModeFentry, "5.5"},
+	{ModeFSession, []Path{PathFSession}, EventModeFSession, "7.0"},
+	{ModeFSessionMulti, []Path{PathFSessionMulti}, EventModeFSessionMulti, "7.x"},
+	{ModeFentryMulti, []Path{PathFentryMulti, PathFexitMulti}, EventModeFentryMulti, "7.x"},
+	{ModeKprobeSession, []Path{PathKprobeSession}, EventModeKprobeSession, "7.0"},
+	{ModeKprobeMulti, []Path{PathKprobeMulti, PathKretprobeMulti}, EventModeKprobeMulti, "5.18"},
+	{ModeKprobe, []Path{PathKprobe, PathKretprobe}, EventModeKprobe, "4.1"},
 }
 
 // TraceModeByName returns the trace mode called name, ok false when there

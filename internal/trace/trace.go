@@ -145,9 +145,9 @@ type Summary struct {
 	// Elapsed is the tracing window: from attached to the stop
 	// (--duration bounds it), without attaching and detaching.
 	Elapsed time.Duration `json:"elapsed_ns"`
-	// Attach is the time resolving and attaching took (trampolines under
-	// emulation: about 0.3 s a function), Detach the time detaching took;
-	// neither counts towards --duration.
+	// Attach is the time loading and attaching took (a trampoline mode attaches one
+	// link per function, so it grows with the functions), Detach the time
+	// detaching took; neither counts towards --duration.
 	Attach time.Duration `json:"attach_ns"`
 	Detach time.Duration `json:"detach_ns"`
 	// MaxRSSBytes is ftprobe's peak resident set (getrusage ru_maxrss).
