@@ -19,7 +19,7 @@ BENCH_BODIES := empty,timed,agg,trace,exit-only,filtered,predicate,window
 BENCH_CALLS_amd64 := 20000
 BENCH_CALLS_arm64 := 5000
 
-.PHONY: help build cross generate check-generated test test-unit image-test lab-test demo bench benchmarks benchmarks-tables image dist lint setup clean
+.PHONY: help build cross generate check-generated test test-unit image-test lab-test demo go-bench benchmarks benchmarks-tables image dist lint setup clean
 
 # make help: every target with its "## " description.
 help: ## list the targets
@@ -68,7 +68,7 @@ demo: cross ## boot Debian's arm64 7.3 kernel in QEMU and trace a workload in ea
 	./scripts/setup.sh qemu
 	bin/ftprobe vm --kernel debian:7.3 --arch arm64 -- demo
 
-bench: ## Go benchmarks (decode and formatting)
+go-bench: ## Go benchmarks of decoding and formatting events (go test -bench)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/events/
 
 # docs/bench/compare-ARCH-KERNEL.{txt,json,svg}: compare's hit scenario in the
