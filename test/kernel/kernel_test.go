@@ -2,8 +2,7 @@
 // programs, so they run inside the lab VM (`make test` compiles them with
 // `go test -c` for the guest architecture and boots each kernel of the
 // matrix). On a kernel that lacks a mode they assert the reason and skip the
-// tests that need it; on the development host they skip with the host's
-// reason (fentry refused by policy, no kprobes, no fprobe).
+// tests that need it. Outside the lab VM none runs (TestMain says so).
 package kernel
 
 import (
