@@ -1437,12 +1437,21 @@ func TestMemoryFlat(t *testing.T) {
 	require.GreaterOrEqual(t, len(sum.Mem), 8, "one sample per second")
 	assert.Greater(t, sum.Events, uint64(1000), "a steady stream of events")
 	// Every event is the workload thread's: each call entered with its
-	// fd returned 0 (the window may cut one call at each end).
+	// fd, each returned 0. The workload outruns the reader (the point
+	// here): a full ringbuf drops records, counted as ringbuf drops, so
+	// entries match exits only without drops (the window may cut one
+	// call at each end).
 	assert.EqualValues(t, sum.Events, w.lines, "events written")
 	assert.Zero(t, w.other, "events of another thread than the workload's %d", tid)
-	assert.InDelta(t, w.entries, w.exits, 2, "entries and exits of the workload's calls")
 	assert.Equal(t, w.entries, w.args, "entries of do_fsync(fd=%d)", fd)
 	assert.Equal(t, w.exits, w.rets, "exits returning 0")
+	assert.NotZero(t, w.entries, "entries")
+	assert.NotZero(t, w.exits, "exits")
+	if sum.Losses.RingbufDrops == 0 {
+		assert.InDelta(t, w.entries, w.exits, 2, "entries and exits of the workload's calls")
+	} else {
+		t.Logf("%d records dropped by the full ringbuf; %d entries and %d exits delivered", sum.Losses.RingbufDrops, w.entries, w.exits)
+	}
 	first, last := sum.Mem[2], sum.Mem[len(sum.Mem)-1]
 	assert.Greater(t, last.Events, first.Events)
 	// A per-event leak grows with the events: bound the growth per event
