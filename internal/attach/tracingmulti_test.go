@@ -163,7 +163,7 @@ func TestTrampolineCodePredicates(t *testing.T) {
 // is spliced in place of each call of xpred (expr.Predicates.Inline):
 // the marshalled programs hold one copy per former call site, no
 // BPF-to-BPF call and no xpred stub. (The jumps around the sites are
-// checked by the kernel: TestVerifyHost, the lab's filter tests.)
+// checked by the kernel: the lab's filter tests.)
 func TestTrampolineCodeInlinePredicates(t *testing.T) {
 	spec, err := bpfobj.LoadTrace()
 	require.NoError(t, err)

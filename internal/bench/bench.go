@@ -182,8 +182,12 @@ func benchSpec(tid uint32, batch uint32) (*ebpf.CollectionSpec, error) {
 	return spec, nil
 }
 
+// rawTPTracepoint is the tracepoint of the raw_tp mode's counting
+// program (count_raw_tp, SEC("raw_tp/sys_enter")).
+const rawTPTracepoint = "sys_enter"
+
 // attachCounter attaches the counting program(s) of mode to target
-// (a function for f*/kprobe modes, a tracepoint for raw_tp) through the
+// (a function for f*/kprobe modes; raw_tp counts at sys_enter) through the
 // attach layer (attach.OpenPath), all counting into one hits map. Errors
 // are explained by kin.
 func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target string, timed bool) (*counter, error) {
@@ -220,7 +224,10 @@ func attachCounter(kin *kfeat.Info, spec *ebpf.CollectionSpec, mode, target stri
 		}
 		o := attach.PathOptions{Spec: spec, Program: prog, Maps: maps}
 		if path == attach.PathRawTP {
-			o.Tracepoint = target
+			// The raw_tp reference row counts at the sys_enter tracepoint
+			// (its program keeps the trigger's syscall, filter_syscall_nr),
+			// not at the target function.
+			o.Tracepoint, target = rawTPTracepoint, rawTPTracepoint
 		} else {
 			o.Funcs = []*symbols.Func{{Name: target, BTFName: target}}
 		}
