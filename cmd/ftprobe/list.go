@@ -21,7 +21,16 @@ func newListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list PATTERN...",
 		Short: "List matching kernel functions with address, module, BTF prototype and, per mode, whether they can be traced and why not",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `list resolves PATTERNs as trace does (an exact name, a glob, 'name [module]',
+module:glob, name@ADDRESS) and prints each matching function: its address,
+how many copies the kernel has of the name, its BTF prototype, and one
+column per trace mode saying whether that mode can trace it ("ok", "entry
+only") or why not, with what would make it traceable where that is known.
+The columns judge the function, not the kernel: whether this kernel has a
+mode at all is what ftprobe features answers. --json writes one object per
+function (name, module, address, copies, prototype, and modes: a verdict
+per mode with ok, reason, entry_only and fix).`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, p := range append(append([]string{}, args...), excludes...) {
 				if _, err := symbols.ParsePattern(p); err != nil {

@@ -18,8 +18,17 @@ func newWorkloadCmd() *cobra.Command {
 	var quiet bool
 	var children int
 	cmd := &cobra.Command{
-		Use:       "workload open|openfail|read|syscall",
-		Short:     "Generate known kernel activity (opens, reads, syscalls) for demos and tests",
+		Use:   "workload open|openfail|read|syscall",
+		Short: "Generate known kernel activity (opens, reads, syscalls) for demos and tests",
+		Long: `workload makes kernel calls whose arguments and results are known, on one
+locked OS thread, and prints what it did (pid, tid, operations, last fd,
+bytes, errors):
+  open      --count opens of --path relative to AT_FDCWD (do_sys_openat2 with
+            dfd -100), each closed again
+  openfail  --count opens of a missing file (-ENOENT)
+  read      one open of --path, then --count reads of 1 byte (vfs_read with
+            count 1), rewinding at the end of the file
+  syscall   --count getppid(2) calls`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"open", "openfail", "read", "syscall"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -57,7 +66,7 @@ func newWorkloadCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&s.Count, "count", 3, "operations")
-	cmd.Flags().StringVar(&s.Path, "path", "/etc/hostname", "file to open or read (openfail: a missing file, default /nonexistent/ftprobe-openfail)")
+	cmd.Flags().StringVar(&s.Path, "path", "/etc/hostname", "file to open or read (openfail's default: /nonexistent/ftprobe-openfail)")
 	cmd.Flags().DurationVar(&s.Interval, "interval", 0, "pause between operations")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing")
 	cmd.Flags().IntVar(&children, "children", 0, "also run the workload in this many child processes, one after another, before this one")
