@@ -181,9 +181,14 @@ func ReadReport(path string) (*Report, error) {
 
 // WriteJSON writes the report as one JSON document (schema SchemaID).
 func (r *Report) WriteJSON(w io.Writer) error {
+	return writeIndented(w, r)
+}
+
+// writeIndented writes v as one indented JSON document.
+func writeIndented(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(v)
 }
 
 // Plot draws ns over baseline by mode (empty body, kernel trigger first)

@@ -11,3 +11,11 @@ import _ "embed"
 //
 //go:embed schema.json
 var Schema []byte
+
+// MergeSchema is the JSON Schema of a merged document, the format of
+// `compare --from A --from B --json` (MergeSchemaID), generated from the
+// Merged types the same way (TestSchemaCurrent rewrites
+// merge_schema.json); `ftprobe compare --schema=merge` prints it.
+//
+//go:embed merge_schema.json
+var MergeSchema []byte

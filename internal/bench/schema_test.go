@@ -25,10 +25,25 @@ var reportDoc = schematest.Doc{
 	Description: "One ftprobe compare run (compare --json): header, then the rows of each scenario. Units are in the field names: ns, ms, bytes, per second.",
 }
 
-// TestSchemaCurrent fails when schema.json no longer matches the Report
-// types (run with -update to rewrite it).
+// mergeDoc is merge_schema.json's source: the Merged types and their
+// comments.
+var mergeDoc = schematest.Doc{
+	Value:       &Merged{},
+	Comments:    map[string]string{"github.com/ftprobe/ftprobe/internal/bench": "."},
+	ID:          "https://github.com/ftprobe/ftprobe/internal/bench/merge_schema.json",
+	Title:       MergeSchemaID,
+	Description: "ftprobe compare reports side by side (compare --from A --from B --json): the inputs in column order, grouped by clock, one cell per kernel in each row, and the verdict against --baseline.",
+}
+
+// TestSchemaCurrent fails when schema.json or merge_schema.json no longer
+// matches the Report or Merged types (run with -update to rewrite them).
 func TestSchemaCurrent(t *testing.T) {
-	schematest.Current(t, reportDoc, Schema, "schema.json", *update, "go test ./internal/bench -run TestSchemaCurrent -update")
+	t.Run("report", func(t *testing.T) {
+		schematest.Current(t, reportDoc, Schema, "schema.json", *update, "go test ./internal/bench -run TestSchemaCurrent -update")
+	})
+	t.Run("merge", func(t *testing.T) {
+		schematest.Current(t, mergeDoc, MergeSchema, "merge_schema.json", *update, "go test ./internal/bench -run TestSchemaCurrent -update")
+	})
 }
 
 // TestReportsMatchSchema validates the lab reports README shows and a
