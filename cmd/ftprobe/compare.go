@@ -26,18 +26,26 @@ func newCompareCmd() *cobra.Command {
 	var (
 		cfg                                  bench.Config
 		jsonFile, plotFile, mdFile, attachNs string
-		crowdKs, from, reader                string
-		quiet, schema                        bool
+		crowdKs, reader, schema, baseline    string
+		from                                 []string
+		threshold                            float64
+		quiet                                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "compare",
 		Short: "Benchmark the attach paths side by side: hit cost, attach time, crowding and streaming",
 		Long:  compareLong(),
-		Args:  cobra.NoArgs,
+		Args: func(cmd *cobra.Command, args []string) error {
+			// --schema merge: the flag's optional value as a word.
+			if schema != "" && len(args) == 1 && isSchemaKind(args[0]) {
+				schema = args[0]
+				return nil
+			}
+			return cobra.NoArgs(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if schema {
-				_, err := cmd.OutOrStdout().Write(bench.Schema)
-				return err
+			if schema != "" {
+				return printSchema(cmd.OutOrStdout(), schema)
 			}
 			var err error
 			if cfg.AttachN, err = parseInts(attachNs, "--attach-n"); err != nil {
@@ -96,8 +104,11 @@ func newCompareCmd() *cobra.Command {
 					return exitcode.Wrap(exitcode.BadInput, err)
 				}
 			}
-			if from != "" {
-				rep, err := bench.ReadReport(from)
+			if len(from) > 1 || baseline != "" {
+				return runMerge(cmd, mergeArgs{from, baseline, threshold}, reportFiles{jsonFile, plotFile, mdFile})
+			}
+			if len(from) == 1 {
+				rep, err := bench.ReadReport(from[0])
 				if err != nil {
 					return exitcode.Wrap(exitcode.BadInput, err)
 				}
@@ -174,11 +185,14 @@ func newCompareCmd() *cobra.Command {
 	f.IntVar(&cfg.StreamCalls, "stream-calls", 200000, "calls in the streaming scenario")
 	f.StringVar(&cfg.Target, "target", "", "syscall trigger: probe this function instead of the getppid(2) handler (it must run once per getppid call; differences are reported as misses)")
 	f.StringVar(&jsonFile, "json", "", "write the report as JSON to FILE (schema ftprobe-compare/v1, raw samples included); - prints it instead of the table")
-	f.StringVar(&from, "from", "", "render a saved JSON report (table, --plot) instead of measuring")
+	f.StringArrayVar(&from, "from", nil, "render a saved JSON report (table, --plot, --markdown) instead of measuring; repeated, put the reports side by side: one table per scenario, a column per kernel, columns grouped by clock (icount, tcg, hw), --json writing the merged document ("+bench.MergeSchemaID+")")
+	f.StringVar(&baseline, "baseline", "", "with --from: compare every cell with the same one in OLD.json (a compare report or a merged document); exit 1 when a cell regressed (see above)")
+	f.Float64Var(&threshold, "threshold", bench.DefaultThreshold, "with --baseline: percent of the old median a cell must rise by, past both reports' run-to-run ranges, to be a regression")
 	f.StringVar(&plotFile, "plot", "", "draw ns/hit by mode and attach time against N into FILE.svg or FILE.png")
 	f.StringVar(&mdFile, "markdown", "", "write the hit costs as Markdown tables to FILE (ns over baseline, x empty, x timed; what docs/benchmarks.md shows)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
-	f.BoolVar(&schema, "schema", false, "print the JSON Schema of the --json document and exit")
+	f.StringVar(&schema, "schema", "", "print the JSON Schema of the --json document and exit: report (one run, "+bench.SchemaID+"; the default) or merge (several --from, "+bench.MergeSchemaID+")")
+	f.Lookup("schema").NoOptDefVal = "report"
 	return cmd
 }
 
@@ -197,7 +211,8 @@ func compareLong() string {
 		bench.BodyTimed, bench.BodyTrace, bench.BodyExitOnly, bench.BodyAgg, bench.BodyTimed, bench.BodyTimed), "", "", helpWidth))
 	b.WriteString("\nTriggers (--trigger):\n")
 	writeChoices(&b, bench.Triggers)
-	b.WriteString("\nEach row is the median of --runs runs with min and max. A mode the kernel\nlacks keeps its row, marked unsupported.")
+	b.WriteString("\nEach row is the median of --runs runs with min and max. A mode the kernel\nlacks keeps its row, marked unsupported.\n")
+	b.WriteString("\n" + wrap("Across kernels: --from A.json --from B.json puts saved reports side by side, a column per kernel (release, arch and clock), the columns of each clock apart: icount (QEMU TCG counting instructions), tcg (QEMU TCG) or hw (a real CPU). With --baseline OLD.json each cell is compared with the same trigger, body and mode there (the column of the same kernel and machine, else of the same machine): it regressed when its min over runs is above the old max and its median rose by more than --threshold percent. ns over baseline, x empty and x timed are compared; against another clock or cpu model, the ratios only. Exit status 1 when a cell regressed, 0 when none did (improvements are listed, never fail); 2 on a file that is not a compare report of this version, is cut short, or measures the kernel and machine of another --from with other settings.", "", "", helpWidth))
 	return b.String()
 }
 
@@ -226,7 +241,15 @@ func choicesInline(cs []bench.Choice) string {
 // none, "-" for JSON on stdout instead of the table.
 type reportFiles struct{ json, plot, markdown string }
 
-func emitReport(cmd *cobra.Command, rep *bench.Report, out reportFiles) error {
+// rendered is what compare writes: one report or several merged.
+type rendered interface {
+	WriteJSON(io.Writer) error
+	WriteText(io.Writer)
+	WriteMarkdown(io.Writer) error
+	Plot(string) error
+}
+
+func emitReport(cmd *cobra.Command, rep rendered, out reportFiles) error {
 	if out.json == "-" {
 		if err := rep.WriteJSON(cmd.OutOrStdout()); err != nil {
 			return err
