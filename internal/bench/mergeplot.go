@@ -98,7 +98,7 @@ func (m *Merged) clockPanel(trig string, modes []string, from, to int) (*plot.Pl
 		p.Add(bars)
 		p.Legend.Add(m.Inputs[col].Label, bars)
 	}
-	p.Legend.Top = true
+	p.Legend.Top = false // bottom right: beside the cheapest modes, drawn first
 	p.NominalY(modes...)
 	return p, nil
 }
