@@ -115,7 +115,11 @@ func TestMergeClockGroups(t *testing.T) {
 	require.NoError(t, m.Plot(filepath.Join(t.TempDir(), "m.png")))
 
 	// Two columns of one kernel and clock on two cpus: the cpu tells them apart.
-	m, err = Merge([]string{"a.json", "b.json"}, []*Report{hw, func() *Report { r := readCommitted(t, arm64Report); r.Header.Emulated, r.Header.Warning, r.Header.CPU = "", "", "Cortex-A72"; return r }()})
+	m, err = Merge([]string{"a.json", "b.json"}, []*Report{hw, func() *Report {
+		r := readCommitted(t, arm64Report)
+		r.Header.Emulated, r.Header.Warning, r.Header.CPU = "", "", "Cortex-A72"
+		return r
+	}()})
 	require.NoError(t, err)
 	assert.Equal(t, "7.3.4+deb13-arm64 arm64 hw (Neoverse-N1)", m.Inputs[0].Label)
 	assert.Equal(t, "7.3.4+deb13-arm64 arm64 hw (Cortex-A72)", m.Inputs[1].Label)
