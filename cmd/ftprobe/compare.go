@@ -54,20 +54,8 @@ func newCompareCmd() *cobra.Command {
 			if cfg.CrowdK, err = parseInts(crowdKs, "--crowd-k"); err != nil {
 				return err
 			}
-			for _, c := range []struct {
-				flag      string
-				got, want []string
-			}{
-				{"--scenario", cfg.Scenarios, bench.Names(bench.Scenarios, false)},
-				{"--trigger", cfg.Triggers, bench.Names(bench.Triggers, false)},
-				{"--body", cfg.Bodies, bench.Names(bench.Bodies, false)},
-				{"--crowd-by", cfg.CrowdBy, bench.Names(bench.CrowdBys, false)},
-			} {
-				for _, g := range c.got {
-					if !slices.Contains(c.want, g) {
-						return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("%s %q: want %s", c.flag, g, strings.Join(c.want, ", ")))
-					}
-				}
+			if err := checkCompareChoices(cfg); err != nil {
+				return exitcode.Wrap(exitcode.BadInput, err)
 			}
 			if err := checkCompareModes(cfg.Modes); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, err)
@@ -96,13 +84,8 @@ func newCompareCmd() *cobra.Command {
 					return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("%s %d: want 1 or more", c.flag, c.v))
 				}
 			}
-			if plotFile != "" && !strings.HasSuffix(plotFile, ".svg") && !strings.HasSuffix(plotFile, ".png") {
-				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--plot %s: want FILE.svg or FILE.png", plotFile))
-			}
-			for _, o := range [][2]string{{"--json", jsonFile}, {"--plot", plotFile}, {"--markdown", mdFile}} {
-				if err := checkOutPath(o[0], o[1]); err != nil {
-					return exitcode.Wrap(exitcode.BadInput, err)
-				}
+			if err := checkCompareOutputs(reportFiles{jsonFile, plotFile, mdFile}); err != nil {
+				return exitcode.Wrap(exitcode.BadInput, err)
 			}
 			if len(from) > 1 || baseline != "" {
 				return runMerge(cmd, mergeArgs{from, baseline, threshold}, reportFiles{jsonFile, plotFile, mdFile})
@@ -212,7 +195,7 @@ func compareLong() string {
 	b.WriteString("\nTriggers (--trigger):\n")
 	writeChoices(&b, bench.Triggers)
 	b.WriteString("\nEach row is the median of --runs runs with min and max. A mode the kernel\nlacks keeps its row, marked unsupported.\n")
-	b.WriteString("\n" + wrap("Across kernels: --from A.json --from B.json puts saved reports side by side, a column per kernel (release, arch and clock), the columns of each clock apart: icount (QEMU TCG counting instructions), tcg (QEMU TCG) or hw (a real CPU). With --baseline OLD.json each cell is compared with the same trigger, body and mode there (the column of the same kernel and machine, else of the same machine): it regressed when its min over runs is above the old max and its median rose by more than --threshold percent. ns over baseline, x empty and x timed are compared; against another clock or cpu model, the ratios only. Exit status 1 when a cell regressed, 0 when none did (improvements are listed, never fail); 2 on a file that is not a compare report of this version, is cut short, or measures the kernel and machine of another --from with other settings.", "", "", helpWidth))
+	b.WriteString("\n" + wrap("Across kernels: --from A.json --from B.json puts saved reports side by side, a column per kernel (release, arch and clock), the columns of each clock apart: icount (QEMU TCG counting instructions), tcg (QEMU TCG) or hw (a real CPU). With --baseline OLD.json each cell is compared with the same trigger, body and mode there (the column of the same arch that best matches its release and machine): it regressed when its min over runs is above the old max and its median rose by more than --threshold percent. ns over baseline, x empty and x timed are compared; against another clock or cpu model, the ratios only. Exit status 1 when a cell regressed, 0 when none did (improvements are listed, never fail); 2 on a file that is not a compare report of this version, is cut short, or measures the kernel and machine of another --from with other settings.", "", "", helpWidth))
 	return b.String()
 }
 
@@ -235,6 +218,41 @@ func choicesInline(cs []bench.Choice) string {
 		parts = append(parts, c.Name+" ("+c.Desc+")")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// checkCompareChoices checks the values of compare's list flags against
+// the bench registries.
+func checkCompareChoices(cfg bench.Config) error {
+	for _, c := range []struct {
+		flag      string
+		got, want []string
+	}{
+		{"--scenario", cfg.Scenarios, bench.Names(bench.Scenarios, false)},
+		{"--trigger", cfg.Triggers, bench.Names(bench.Triggers, false)},
+		{"--body", cfg.Bodies, bench.Names(bench.Bodies, false)},
+		{"--crowd-by", cfg.CrowdBy, bench.Names(bench.CrowdBys, false)},
+	} {
+		for _, g := range c.got {
+			if !slices.Contains(c.want, g) {
+				return fmt.Errorf("%s %q: want %s", c.flag, g, strings.Join(c.want, ", "))
+			}
+		}
+	}
+	return nil
+}
+
+// checkCompareOutputs checks the files compare would write: the plot's
+// extension, and that each can be created.
+func checkCompareOutputs(out reportFiles) error {
+	if out.plot != "" && !strings.HasSuffix(out.plot, ".svg") && !strings.HasSuffix(out.plot, ".png") {
+		return fmt.Errorf("--plot %s: want FILE.svg or FILE.png", out.plot)
+	}
+	for _, o := range [][2]string{{"--json", out.json}, {"--plot", out.plot}, {"--markdown", out.markdown}} {
+		if err := checkOutPath(o[0], o[1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // reportFiles are the files compare writes beside its table: "" for
