@@ -63,26 +63,8 @@ func newCompareCmd() *cobra.Command {
 			if err := bench.ValidModes(cfg.Modes); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, err)
 			}
-			if err := attach.ValidateRingbufSize(cfg.RingbufSize); err != nil {
-				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--buffer-size: %w", err))
-			}
-			switch reader {
-			case "after":
-			case "during":
-				cfg.ReaderDuring = true
-			default:
-				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--reader %q: want after or during", reader))
-			}
-			if cfg.Runs < 1 || cfg.Calls < 1 || cfg.Batch < 1 {
-				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--runs, --calls and --batch must be positive"))
-			}
-			for _, c := range []struct {
-				flag string
-				v    int
-			}{{"--syscall-calls", cfg.SyscallCalls}, {"--stream-calls", cfg.StreamCalls}} {
-				if c.v < 1 {
-					return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("%s %d: want 1 or more", c.flag, c.v))
-				}
+			if err := checkCompareNumbers(&cfg, reader); err != nil {
+				return exitcode.Wrap(exitcode.BadInput, err)
 			}
 			if err := checkCompareOutputs(reportFiles{jsonFile, plotFile, mdFile}); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, err)
@@ -318,4 +300,31 @@ func parseInts(s, flag string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// checkCompareNumbers checks compare's ringbuf size, reader and counts,
+// and sets cfg.ReaderDuring from reader. Its errors are bad input.
+func checkCompareNumbers(cfg *bench.Config, reader string) error {
+	if err := attach.ValidateRingbufSize(cfg.RingbufSize); err != nil {
+		return fmt.Errorf("--buffer-size: %w", err)
+	}
+	switch reader {
+	case "after":
+	case "during":
+		cfg.ReaderDuring = true
+	default:
+		return fmt.Errorf("--reader %q: want after or during", reader)
+	}
+	if cfg.Runs < 1 || cfg.Calls < 1 || cfg.Batch < 1 {
+		return fmt.Errorf("--runs, --calls and --batch must be positive")
+	}
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{{"--syscall-calls", cfg.SyscallCalls}, {"--stream-calls", cfg.StreamCalls}} {
+		if c.v < 1 {
+			return fmt.Errorf("%s %d: want 1 or more", c.flag, c.v)
+		}
+	}
+	return nil
 }
