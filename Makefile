@@ -18,8 +18,12 @@ BENCH_MODES  := fentry+fexit,fsession,fsession.multi,kprobe.multi+kretprobe.mult
 BENCH_BODIES := empty,timed,agg,trace,exit-only,filtered,predicate,window
 BENCH_CALLS_amd64 := 20000
 BENCH_CALLS_arm64 := 5000
+# The other lab kernels of the cross-kernel report (ARCH:VERSION), with the
+# duration bodies only.
+BENCH_MORE_KERNELS ?= amd64:6.12 arm64:7.2 arm64:6.12
+BENCH_MORE_BODIES  := empty,timed,agg,trace
 
-.PHONY: help build cross generate check-generated test test-unit image-test lab-test demo go-bench benchmarks benchmarks-tables image dist lint setup clean
+.PHONY: help build cross generate check-generated test test-unit image-test lab-test demo go-bench benchmarks benchmarks-kernels benchmarks-merge benchmarks-tables image dist lint setup clean
 
 # make help: every target with its "## " description.
 help: ## list the targets
@@ -74,7 +78,7 @@ go-bench: ## Go benchmarks of decoding and formatting events (go test -bench)
 # docs/bench/compare-ARCH-KERNEL.{txt,json,svg}: compare's hit scenario in the
 # lab VM under instruction counting (docs/benchmarks.md explains the method).
 # The guest prints the JSON report; the host renders the table and the plot.
-benchmarks: $(BENCH_ARCHS:%=benchmarks-%) ## hit costs of every trace mode and body under QEMU icount into docs/bench/ (BENCH_ARCHS=amd64 for one)
+benchmarks: $(BENCH_ARCHS:%=benchmarks-%) benchmarks-kernels ## hit costs of every trace mode and body under QEMU icount into docs/bench/ (BENCH_ARCHS=amd64 for one), then the other lab kernels and the cross-kernel report
 
 benchmarks-%: cross ## the same for one architecture
 	./scripts/setup.sh qemu
@@ -85,6 +89,25 @@ benchmarks-%: cross ## the same for one architecture
 	bin/ftprobe compare --from bin/compare-$*-$(BENCH_KERNEL).capture --json docs/bench/compare-$*-$(BENCH_KERNEL).json \
 		--plot docs/bench/compare-$*-$(BENCH_KERNEL).svg --markdown bin/compare-$*-$(BENCH_KERNEL).md > docs/bench/compare-$*-$(BENCH_KERNEL).txt
 	./scripts/splice.sh docs/benchmarks.md $*-$(BENCH_KERNEL) bin/compare-$*-$(BENCH_KERNEL).md
+
+# The other lab kernels, then the cross-kernel report of every report in
+# docs/bench/ (benchmarks-merge).
+benchmarks-kernels: cross ## hit costs on the other lab kernels (BENCH_MORE_KERNELS), then benchmarks-merge
+	./scripts/setup.sh qemu
+	for kv in $(BENCH_MORE_KERNELS); do a=$${kv%%:*}; v=$${kv#*:}; \
+		case $$a in amd64) calls=$(BENCH_CALLS_amd64);; *) calls=$(BENCH_CALLS_arm64);; esac; \
+		bin/ftprobe vm --kernel debian:$$v --arch $$a --accel icount --timeout 80m -- \
+			compare -q --scenario hit --trigger kernel --runs 3 --calls $$calls \
+			--mode $(BENCH_MODES) --body $(BENCH_MORE_BODIES) --json - > bin/compare-$$a-$$v.capture && \
+		bin/ftprobe compare --from bin/compare-$$a-$$v.capture --json docs/bench/compare-$$a-$$v.json > docs/bench/compare-$$a-$$v.txt || exit 1; \
+	done
+	$(MAKE) benchmarks-merge
+
+# A sub-make, so that the wildcard sees the reports just written.
+benchmarks-merge: build ## merge docs/bench/compare-*.json into docs/bench/kernels.{txt,json,svg} and docs/benchmarks.md (no VM)
+	bin/ftprobe compare $(patsubst %,--from %,$(wildcard docs/bench/compare-*.json)) \
+		--json docs/bench/kernels.json --plot docs/bench/kernels.svg --markdown bin/kernels.md > docs/bench/kernels.txt
+	./scripts/splice.sh docs/benchmarks.md kernels bin/kernels.md
 
 # docs/benchmarks.md's tables from the committed reports, without measuring.
 benchmarks-tables: build ## put docs/bench/*.json's tables into docs/benchmarks.md (no VM)

@@ -167,7 +167,7 @@ func (m *Merged) groupSep(col int) []string {
 // footnotes of the unsupported cells. Errors are the writer's.
 func (m *Merged) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d reports; columns grouped by clock: %s (figures of two clocks are not comparable)\n", len(m.Inputs), m.clockGroups())
+	b.WriteString(m.clocksLine() + "\n")
 	for _, g := range m.grids() {
 		fmt.Fprintf(&b, "\n%s\n\n", g.title)
 		b.WriteString("| " + strings.Join(append(append([]string{}, g.keys...), g.cols...), " | ") + " |\n")
@@ -189,4 +189,17 @@ func (m *Merged) WriteMarkdown(w io.Writer) error {
 // WriteJSON writes the merged document (schema MergeSchemaID).
 func (m *Merged) WriteJSON(w io.Writer) error {
 	return writeIndented(w, m)
+}
+
+// clocksLine says how many reports there are and their clocks, warning
+// only when there are several clocks.
+func (m *Merged) clocksLine() string {
+	clocks := map[string]bool{}
+	for _, in := range m.Inputs {
+		clocks[in.Clock] = true
+	}
+	if len(clocks) > 1 {
+		return fmt.Sprintf("%d reports; columns grouped by clock: %s (figures of two clocks are not comparable)", len(m.Inputs), m.clockGroups())
+	}
+	return fmt.Sprintf("%d reports, one clock: %s", len(m.Inputs), m.clockGroups())
 }
