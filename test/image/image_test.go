@@ -422,6 +422,16 @@ func TestImageWithoutPrivilege(t *testing.T) {
 	code, stdout, stderr := run(t, nobody("compare", "--from", "compare.json"))
 	assert.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "7.3.4+deb13-arm64", "the saved report's kernel")
+	// Merging runners' reports with a verdict against a baseline (the CI
+	// example's last job): no privilege either. The report against itself
+	// as the baseline regresses nowhere.
+	report, err = os.ReadFile("../../docs/bench/compare-amd64-7.3.json")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "amd64.json"), report, 0o644))
+	code, stdout, stderr = run(t, nobody("compare", "--from", "compare.json", "--from", "amd64.json", "--baseline", "compare.json"))
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "7.3.4+deb13-arm64 arm64 icount", "the merged table's arm64 column")
+	assert.Contains(t, stdout, "7.3.4+deb13-amd64 amd64 icount", "the merged table's amd64 column")
 
 	// Root, but tracefs not mounted: unsupported (3), with the mount command.
 	unshare, err := exec.LookPath("unshare")
