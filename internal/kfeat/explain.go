@@ -82,7 +82,7 @@ func (in *Info) Reason(mode string, err error) (string, error) {
 		}
 		return "no ftrace direct calls on this arm64 kernel: " + why + paren(name), ErrUnsupported
 	case fprobe && errors.Is(err, ebpf.ErrNotSupported):
-		return "kprobe.multi links are not available on this kernel (needs CONFIG_FPROBE, 5.18+; kprobe.session 6.10+): " + err.Error(), ErrUnsupported
+		return "kprobe.multi links are not available on this kernel (needs CONFIG_FPROBE, 5.18+; kprobe.session: 6.10+): " + err.Error(), ErrUnsupported
 	case (mode == "kprobe" || mode == "kretprobe") && in.ConfigValue("CONFIG_KPROBES") == "n":
 		return "CONFIG_KPROBES not set" + paren(name), ErrUnsupported
 	case hasErrno && (errno == unix.EOPNOTSUPP || errno == enotsupp) && trampoline && strings.HasSuffix(mode, ".multi"):
