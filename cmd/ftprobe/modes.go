@@ -22,12 +22,6 @@ func traceModeNames() []string {
 	return append([]string{trace.ModeAuto}, trace.Modes...)
 }
 
-// compareModeNames are the names compare --mode takes: the hit-cost modes
-// but the baseline, which every run measures.
-func compareModeNames() []string {
-	return bench.HitModes[1:]
-}
-
 // checkTraceMode is nil when trace and stat take --mode name, else the
 // bad-input error: for a name another command takes, what it is there and
 // which trace modes do its job; for an unknown one, the modes.
@@ -39,7 +33,7 @@ func checkTraceMode(name string) error {
 	list := strings.Join(valid, ", ")
 	if p, ok := attach.PathByName(name); ok {
 		where := "reported by features"
-		if slices.Contains(compareModeNames(), name) {
+		if slices.Contains(bench.HitModeNames(), name) {
 			where = "measured by compare --mode"
 		}
 		take := "trace and stat attach no mode through it"
@@ -48,7 +42,7 @@ func checkTraceMode(name string) error {
 		}
 		return fmt.Errorf("--mode %s: %s is one attach path, %s; %s (modes: %s)", name, name, where, take, list)
 	}
-	if slices.Contains(compareModeNames(), name) {
+	if slices.Contains(bench.HitModeNames(), name) {
 		return fmt.Errorf("--mode %s: %s is a compare --mode; trace and stat take %s", name, name, list)
 	}
 	return fmt.Errorf("--mode %q: want %s", name, list)
@@ -58,7 +52,7 @@ func checkTraceMode(name string) error {
 // bad-input error for the first it does not: for a trace mode, what it is
 // and what compare measures instead; for an unknown name, the modes.
 func checkCompareModes(names []string) error {
-	valid := compareModeNames()
+	valid := bench.HitModeNames()
 	list := strings.Join(valid, ", ")
 	for _, name := range names {
 		if slices.Contains(valid, name) {
@@ -80,27 +74,4 @@ func checkCompareModes(names []string) error {
 		return fmt.Errorf("--mode %q: want %s", name, list)
 	}
 	return nil
-}
-
-// wrapList joins names with ", " in lines of at most width characters, the
-// lines after the first indented by indent spaces (help texts).
-func wrapList(names []string, indent, width int) string {
-	var b strings.Builder
-	line := 0
-	for i, n := range names {
-		w := n
-		if i < len(names)-1 {
-			w += ","
-		}
-		if line > 0 && line+1+len(w) > width {
-			b.WriteString("\n" + strings.Repeat(" ", indent))
-			line = 0
-		} else if line > 0 {
-			b.WriteByte(' ')
-			line++
-		}
-		b.WriteString(w)
-		line += len(w)
-	}
-	return b.String()
 }

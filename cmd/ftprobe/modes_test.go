@@ -57,7 +57,7 @@ func TestTraceModeNames(t *testing.T) {
 	}
 	assert.NoError(t, checkTraceMode("auto"))
 	// Every other name any command or registry knows is refused.
-	others := append(append([]string{"baseline"}, compareModeNames()...), features.Modes...)
+	others := append(append([]string{"baseline"}, bench.HitModeNames()...), features.Modes...)
 	for _, p := range attach.Paths {
 		others = append(others, string(p.Path))
 	}
@@ -101,7 +101,7 @@ func TestEventModeNames(t *testing.T) {
 // --entry tracepoints, which no compare row measures). A trace mode
 // compare does not take, and auto, say what compare takes instead.
 func TestCompareModeNames(t *testing.T) {
-	valid := compareModeNames()
+	valid := bench.HitModeNames()
 	assert.NoError(t, checkCompareModes(valid))
 	assert.Len(t, valid, len(slices.Compact(slices.Sorted(slices.Values(valid)))), "no mode listed twice: %v", valid)
 	for _, m := range bench.HitModes[1:] {
@@ -152,7 +152,7 @@ var modeLike = regexp.MustCompile(`^(fentry|fexit|fsession|kprobe|kretprobe)([._
 // registry knows (trace modes, attach paths, compare modes).
 func TestOneSpellingPerMode(t *testing.T) {
 	known := map[string]bool{"auto": true}
-	for _, n := range append(append(registryModes(), compareModeNames()...), features.Modes...) {
+	for _, n := range append(append(registryModes(), bench.HitModeNames()...), features.Modes...) {
 		known[n] = true
 	}
 	for _, p := range attach.Paths {
