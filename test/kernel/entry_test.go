@@ -261,7 +261,7 @@ func TestEntryNoWindow(t *testing.T) {
 			assert.Zero(t, sum.Events)
 			assert.Zero(t, sum.Losses.NoEntry, "rejected calls' exits are not exits without entry")
 			assert.Zero(t, sum.Losses.InFlight())
-			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assertNoLosses(t, sum.Losses)
 			assertNothingAttached(t)
 			t.Logf("%s: %s", mode, time.Since(start).Round(time.Millisecond))
 		})

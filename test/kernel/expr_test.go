@@ -65,7 +65,7 @@ func TestArgFilter(t *testing.T) {
 			assert.GreaterOrEqual(t, sum.Losses.FilterRejects, uint64(5), "rejected calls")
 			assert.Zero(t, sum.Losses.ExprFaults)
 			assert.Zero(t, sum.Losses.NoEntry, "exits without entry: a call rejected at entry is not one")
-			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assertNoLosses(t, sum.Losses)
 			assertNothingAttached(t)
 		})
 	}
@@ -378,7 +378,7 @@ func TestStatFilter(t *testing.T) {
 				assert.EqualValues(t, 0, num(rd["errors"]))
 				assert.EqualValues(t, fours, sum.Losses.FilterRejects, "the four-byte reads")
 				assert.Zero(t, sum.Losses.ExprFaults)
-				assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+				assertNoLosses(t, sum.Losses)
 			})
 		}
 	}

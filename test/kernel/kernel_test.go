@@ -428,7 +428,7 @@ func TestTraceOpenAndRead(t *testing.T) {
 				assert.EqualValues(t, 1, argNum(t, ev, "count"), "count argument")
 			}
 			assert.EqualValues(t, 16, sum.Events)
-			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assertNoLosses(t, sum.Losses)
 			assertNothingAttached(t)
 		})
 	}
@@ -1208,7 +1208,7 @@ func TestSameEventsAsFentry(t *testing.T) {
 			_, err = workload.Run(workload.Spec{Kind: "openfail", Path: "/nonexistent", Count: 2})
 			require.NoError(t, err)
 		})
-		assert.False(t, sum.Losses.Any(), "%s losses: %+v", mode, sum.Losses)
+		assertNoLosses(t, sum.Losses)
 		// Values that differ between two runs of the same workload are
 		// normalized: the fd (numbered after the tracer's own fds), user
 		// and kernel pointers; the thread is one per run.
@@ -1291,7 +1291,7 @@ func TestStrings(t *testing.T) {
 			assert.Equal(t, long[:127], entries[3]["args"].(map[string]any)["filename"], "first 127 bytes")
 			assert.Equal(t, []any{"filename"}, entries[3]["truncated"])
 			assert.Zero(t, sum.Losses.StringFaults, "resident user buffers read without a fault")
-			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assertNoLosses(t, sum.Losses)
 
 			// --errors: only the failing open, its exit standing for the
 			// entry with the filename.
@@ -1362,17 +1362,8 @@ func TestStack(t *testing.T) {
 				}
 			}
 			assert.Zero(t, sum.Losses.StackFailures)
-			// The workload's two calls are asserted above, exactly. The
-			// programs also run for every other task's vfs_read (the tid
-			// filter is in them), and the kernel may skip such a run when
-			// a program is preempted on its CPU: those misses are other
-			// tasks', counted and logged; any other loss fails.
-			other := sum.Losses
-			if other.RecursionMiss+other.KprobeMissed > 0 {
-				t.Logf("%d recursion misses, %d fprobe missed runs of other tasks' calls", other.RecursionMiss, other.KprobeMissed)
-			}
-			other.RecursionMiss, other.KprobeMissed = 0, 0
-			assert.False(t, other.Any(), "losses: %+v", sum.Losses)
+			// The workload's two calls are asserted above, exactly.
+			assertNoLosses(t, sum.Losses)
 		})
 	}
 }
@@ -1844,7 +1835,7 @@ func TestCommChangeKeepsFrame(t *testing.T) {
 				assert.EqualValues(t, 0, exits[i]["ret"])
 				assert.Greater(t, num(exits[i]["duration_ns"]), int64(0), "paired with its entry")
 			}
-			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assertNoLosses(t, sum.Losses)
 			assert.Zero(t, sum.Losses.OpenAtExit, "no frame left open")
 			assert.Zero(t, sum.Losses.NoEntry)
 			assert.EqualValues(t, 2, sum.Losses.EntryHits)
@@ -1951,7 +1942,7 @@ func TestStatAggregates(t *testing.T) {
 				assert.EqualValues(t, reads+1+fails, *sum.Calls)
 			}
 			assert.EqualValues(t, reads+1+fails, sum.Losses.EntryHits)
-			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assertNoLosses(t, sum.Losses)
 			assertNothingAttached(t)
 		})
 	}
@@ -2027,7 +2018,7 @@ func TestEntryOnlyThreadExit(t *testing.T) {
 			assert.EqualValues(t, 1, sum.Entries)
 			assert.EqualValues(t, 0, sum.Exits)
 			assert.Equal(t, "do_exit (noreturn)", sum.EntryOnly)
-			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assertNoLosses(t, sum.Losses)
 			assert.Zero(t, sum.Losses.InFlight(), "nothing in flight: %+v", sum.Losses)
 			assert.Regexp(t, fmt.Sprintf(`; entry only: do_exit \(noreturn\); --tid %d exited \d+(\.\d+)?m?s into the trace; none lost\n`, tid), log.String())
 			assert.Regexp(t, fmt.Sprintf(`^--tid %d exited `, tid), sum.TargetExited)
@@ -2297,7 +2288,7 @@ func TestArgReads(t *testing.T) {
 				assert.EqualValues(t, 1, argNum(t, ev, "count"), "entry %d: count", i)
 			}
 			assert.Len(t, filterEvents(evs, "exit", "vfs_read"), 3)
-			assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+			assertNoLosses(t, sum.Losses)
 		})
 	}
 }

@@ -54,7 +54,7 @@ func TestLeafRecords(t *testing.T) {
 				}
 				assert.EqualValues(t, 6, sum.Entries)
 				assert.EqualValues(t, 6, sum.Exits)
-				assert.False(t, sum.Losses.Any(), "losses: %+v", sum.Losses)
+				assertNoLosses(t, sum.Losses)
 				assert.Zero(t, sum.Losses.InFlight(), "in flight: %+v", sum.Losses)
 				assertNothingAttached(t)
 			})
