@@ -110,7 +110,7 @@ func traceFlags(f *pflag.FlagSet, o *trace.Options, v *traceVars, stat bool) {
 	f.StringArrayVar(&o.Predicates, "filter", nil, pick("keep only the calls for which EXPR holds, decided in the kernel: e.g. 'count > 4096 && ret == -EAGAIN' (parts on ret at exit, the entry then deferred; repeatable: each applies to the functions whose parameters it names, [FUNCGLOB:]EXPR scopes it)",
 		"count only the calls for which EXPR holds, decided in the kernel: e.g. 'count > 4096 && ret == -EAGAIN' (repeatable: each applies to the functions whose parameters it names, [FUNCGLOB:]EXPR scopes it)"))
 	f.BoolVar(&o.DryRun, "dry-run", false, pick("resolve the patterns, type-check --arg/--filter", "resolve the patterns, type-check --filter")+", load and verify every program, attach nothing: print the plan and exit 0 (2 bad input, 3 unsupported)")
-	f.BoolVar(&o.Strict, "strict", false, pick("exit 1 when any event or probe run was lost", "exit 1 when any probe run was lost"))
+	f.BoolVar(&o.Strict, "strict", false, pick("exit 1 when any event or probe run was lost or a matched function failed to attach", "exit 1 when any probe run was lost or a matched function failed to attach"))
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "print the plan: each function, its prototype, and why any was skipped")
 	if stat {
 		return

@@ -380,6 +380,9 @@ func (p *pipeline) finish() (*Summary, error) {
 	if o.Strict && sum.Losses.Any() {
 		return sum, failed(errors.New("trace: events were lost or incomplete (--strict)"))
 	}
+	if o.Strict && sum.Losses.FailedAttaches > 0 {
+		return sum, failed(fmt.Errorf("trace: %d matched functions failed to attach (--strict)", sum.Losses.FailedAttaches))
+	}
 	return sum, nil
 }
 

@@ -239,6 +239,13 @@ func TestPipelineLosses(t *testing.T) {
 	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) from 2 functions in fentry+fexit mode in T; 0 skipped, 1 failed to attach; LOST: 5 ringbuf drops, 3 recursion misses (2 calls in flight at attach, detach or the command's exec: 2 exits without entry, 0 entries without exit); incomplete: 1 stacks not captured",
 		summaryLine(r.log.String()))
 
+	// Nothing lost, but a matched function failed to attach: its calls
+	// were never seen.
+	r = newTestRun(Options{Strict: true}, openCall()...)
+	r.tr.losses = attach.Losses{FailedAttaches: 2}
+	_, err = r.run(true)
+	assert.EqualError(t, err, "trace: 2 matched functions failed to attach (--strict)")
+
 	r = newTestRun(Options{}, openCall()...)
 	r.tr.losses = attach.Losses{RingbufDrops: 5}
 	_, err = r.run(true)
