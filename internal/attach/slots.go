@@ -5,23 +5,10 @@ import (
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 
-	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/specialize"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
-
-// fnSlotsAny is bpf/trace.bpf.c's FTP_FN_SLOTS_ANY ("ftp_slot"): the
-// 64-bit immediate fn_slots() loads, which forFunc replaces by the number
-// of argument registers of the function a trampoline program is loaded
-// for. A program that keeps it reads the arguments through
-// bpf_get_func_arg.
-const fnSlotsAny = 0x746f6c735f707466
-
-// fnSlotsNone is the fn_slots() of a program loaded for several
-// functions (the multi programs, simplifyPrograms): more than
-// FTP_MAX_ARGS, no count.
-const fnSlotsNone = uint64(bpfobj.TraceFtpNargsFTP_NARGS_UNKNOWN)
 
 // protoRegs returns the number of parameters of f's BTF prototype, at
 // most MaxArgs, and false when that is not its number of argument
@@ -63,11 +50,6 @@ func FuncSlots(f *symbols.Func) (uint64, bool) {
 	}
 	return uint64(n), true
 }
-
-// fnScalarsAny is bpf/trace.bpf.c's FTP_FN_SCALARS_ANY ("ftp_scal"): the
-// 64-bit immediate fn_scalars() loads, which forFunc replaces by
-// FuncScalars.
-const fnScalarsAny = 0x6c6163735f707466
 
 // FuncScalars returns the arguments among FuncSlots(f)'s (bit i: argument
 // i) that are integers, enums or bools: a direct ctx read gives those a
@@ -133,47 +115,13 @@ type SlotLoads struct {
 	Direct, Refused atomic.Int64
 }
 
-// isImm reports whether ins is a plain 64-bit immediate load of v.
-func isImm(ins *asm.Instruction, v uint64) bool {
-	return ins.OpCode.IsDWordLoad() && ins.Src == asm.R0 && uint64(ins.Constant) == v
-}
-
-// countImm counts the plain 64-bit immediate loads of v in insns.
-func countImm(insns asm.Instructions, v uint64) int {
-	n := 0
-	for i := range insns {
-		if isImm(&insns[i], v) {
-			n++
-		}
-	}
-	return n
-}
-
-// forFunc returns a copy of ps for the one function f, with every
-// fn_slots() immediate set to FuncSlots(f) and every fn_scalars() one to
-// FuncScalars(f) when f has a count (the lean and filter objects'
-// fentry, fexit and fsession programs), and whether it set any. The
-// caller sets AttachTo on the copy.
+// forFunc returns a copy of ps for the one function f, with its
+// argument count and scalar mask patched in (specialize.ForFunc) when
+// FuncSlots has a count for f, and whether it patched any.
 func forFunc(ps *ebpf.ProgramSpec, f *symbols.Func) (*ebpf.ProgramSpec, bool) {
-	c := ps.Copy()
 	n, ok := FuncSlots(f)
 	if !ok {
-		return c, false
+		return ps.Copy(), false
 	}
-	sc := scalarMask(f.Proto.Params[:n])
-	patched := false
-	for i := range c.Instructions {
-		switch ins := &c.Instructions[i]; {
-		case isImm(ins, fnSlotsAny):
-			ins.Constant = int64(n)
-			patched = true
-		case isImm(ins, fnScalarsAny):
-			ins.Constant = int64(sc)
-			patched = true
-		}
-	}
-	if patched {
-		c.Instructions, _ = simplify(c.Instructions)
-	}
-	return c, patched
+	return specialize.ForFunc(ps, n, scalarMask(f.Proto.Params[:n]))
 }

@@ -1,4 +1,4 @@
-package attach
+package specialize
 
 import (
 	"encoding/binary"
@@ -14,14 +14,14 @@ import (
 	"github.com/cilium/ebpf/asm"
 )
 
-// The differential test of simplify: random forward-only programs (ALU on
+// The differential test of Simplify: random forward-only programs (ALU on
 // immediates and registers, 64-bit immediates, stores and loads of every
 // size at r10-relative, misaligned and overlapping slots, stores through
 // a pointer into the stack, atomics on stack slots (fetching into a
 // register or r0, then often tested), conditional jumps, helper calls
 // with and without arguments) run on a small interpreter before and after
-// simplify, on the same inputs, must exit with the same r0, leave the
-// same stack bytes and make the same helper calls: simplify deletes only
+// Simplify, on the same inputs, must exit with the same r0, leave the
+// same stack bytes and make the same helper calls: Simplify deletes only
 // instructions no run reaches and register writes (stack loads included)
 // no run reads, never a store or a call.
 
@@ -378,11 +378,11 @@ func diffCheck(orig, simp asm.Instructions, args [10]uint64) error {
 }
 
 // diffSeed checks seed's program on three inputs: random, small, and from
-// the immediates; changed is how many instructions simplify changed.
+// the immediates; changed is how many instructions Simplify changed.
 func diffSeed(seed int64) (changed int, err error) {
 	r := rand.New(rand.NewSource(seed))
 	orig := diffGen(r)
-	simp, changed := simplify(orig)
+	simp, changed := Simplify(orig)
 	for k := range 3 {
 		var args [10]uint64
 		for i := range args {

@@ -1,4 +1,4 @@
-package attach
+package specialize
 
 import (
 	"github.com/cilium/ebpf"
@@ -6,15 +6,15 @@ import (
 	"github.com/cilium/ebpf/btf"
 )
 
-// The settings a program reads are immediates once inlineRodata has run
-// (and forFunc has patched a function's argument count), and the verifier
+// The settings a program reads are immediates once InlineRodata has run
+// (and ForFunc has patched a function's argument count), and the verifier
 // then drops every branch they decide. It leaves the moves that fed those
 // branches, and the values computed only for the paths it dropped: 10-20
 // JIT instructions per program run on the predicate's rejection path
 // (insnprof, arm64 and amd64 7.3, fentry+fexit), which the
 // verifier's own opt_remove_dead_code and opt_remove_nops (kernel/bpf/
 // verifier.c) keep because they remove unreachable instructions only.
-// simplify does both steps before load: a conditional jump whose operands
+// Simplify does both steps before load: a conditional jump whose operands
 // are known constants becomes `ja` (taken) or `ja +0` (not taken), the
 // instructions no path reaches then are deleted (the verifier's check_cfg
 // refuses unreachable instructions; jumps are re-aimed, calls are by
@@ -25,38 +25,39 @@ import (
 // computation or fill whose value is known becomes the move of it, so its
 // operands' writes can go too: the cookie's fields, decided on one side
 // of a branch and tested after the join, fold this way (the rejecting
-// predicate body, docs/benchmarks.md). internal/attach/fold_diff_test.go
-// checks simplify against an interpreter on random programs.
+// predicate body, docs/benchmarks.md). fold_diff_test.go
+// checks Simplify against an interpreter on random programs.
 
-// simplifyPrograms runs simplify on every program of spec, after giving
-// the multi programs' fn_slots() and fn_scalars() immediates the values
-// that mean "not one function" (forFunc never patches them: the kernel
-// refuses their ctx reads, bpf_multi_func has no parameters), so that
-// the branches on them fold too.
-func simplifyPrograms(spec *ebpf.CollectionSpec) int {
+// SimplifyPrograms runs Simplify on every program of spec, after giving
+// the fn_slots() and fn_scalars() immediates of the programs multi names
+// (those loaded for several functions) the values that mean "not one
+// function" (ForFunc never patches them: the kernel refuses their ctx
+// reads, bpf_multi_func has no parameters), so that the branches on them
+// fold too. It returns how many instructions it changed.
+func SimplifyPrograms(spec *ebpf.CollectionSpec, multi func(name string) bool) int {
 	n := 0
 	for name, ps := range spec.Programs {
-		if _, multi := multiPrograms[name]; multi {
+		if multi(name) {
 			for i := range ps.Instructions {
 				switch ins := &ps.Instructions[i]; {
-				case isImm(ins, fnSlotsAny):
-					ins.Constant = int64(fnSlotsNone)
-				case isImm(ins, fnScalarsAny):
+				case isImm(ins, FnSlotsAny):
+					ins.Constant = int64(FnSlotsNone)
+				case isImm(ins, FnScalarsAny):
 					ins.Constant = 0
 				}
 			}
 		}
 		var k int
-		ps.Instructions, k = simplify(ps.Instructions)
+		ps.Instructions, k = Simplify(ps.Instructions)
 		n += k
 	}
 	return n
 }
 
-// simplify returns a copy of insns with decided jumps folded and dead
+// Simplify returns a copy of insns with decided jumps folded and dead
 // register writes turned into `ja +0`, and how many instructions it
 // changed.
-func simplify(in asm.Instructions) (asm.Instructions, int) {
+func Simplify(in asm.Instructions) (asm.Instructions, int) {
 	insns := make(asm.Instructions, 0, len(in))
 	for _, ins := range in {
 		insns = append(insns, ins)
@@ -107,7 +108,7 @@ func layout(insns asm.Instructions) (slots []int, index map[int]int, targets map
 		}
 		if off := jumpOffset(ins); off != 0 {
 			// A jump to the next instruction enters it with the state it
-			// falls through with: not a block start (inlineRodata leaves
+			// falls through with: not a block start (InlineRodata leaves
 			// `rX = VALUE; ja +0` before the jump that tests the setting).
 			targets[slots[i]+1+off] = true
 		}
@@ -528,15 +529,15 @@ func movImm(dst asm.Register, v uint64, wide bool) (mov asm.Instruction, fits bo
 
 // relocated reports whether ins carries a CO-RE relocation
 // (bpf_core_field_exists and the like: an immediate cilium/ebpf rewrites
-// at load, after simplify): its value is not known, and it stays.
+// at load, after Simplify): its value is not known, and it stays.
 func relocated(ins *asm.Instruction) bool {
 	return btf.CORERelocationMetadata(ins) != nil
 }
 
-// patchedLater reports whether ins is an immediate forFunc replaces per
+// patchedLater reports whether ins is an immediate ForFunc replaces per
 // function (fn_slots, fn_scalars): unknown until then.
 func patchedLater(ins *asm.Instruction) bool {
-	return isImm(ins, fnSlotsAny) || isImm(ins, fnScalarsAny)
+	return isImm(ins, FnSlotsAny) || isImm(ins, FnScalarsAny)
 }
 
 // dropUnreachable deletes the instructions no path from the program's

@@ -1,4 +1,4 @@
-package attach
+package specialize
 
 import (
 	"encoding/binary"
@@ -9,8 +9,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 )
 
-// inlineRodata replaces each load of a frozen .rodata variable (the
-// settings setSettings wrote: filters, want_*, x_*) by its value, in every
+// InlineRodata replaces each load of a frozen .rodata variable (the
+// settings attach wrote: filters, want_*, x_*) by its value, in every
 // program of spec. clang reads such a variable with a 64-bit map-value load
 // of its address and a load through it; the verifier knows the value (the
 // map is frozen) and removes the branches it decides, but the JIT still
@@ -28,7 +28,7 @@ import (
 // instruction) are left as they are. Call it after the variables are set
 // and before the programs load; the values are read in spec.ByteOrder.
 // Returns the number of loads replaced.
-func inlineRodata(spec *ebpf.CollectionSpec) (int, error) {
+func InlineRodata(spec *ebpf.CollectionSpec) (int, error) {
 	ro := spec.Maps[".rodata"]
 	if ro == nil || len(ro.Contents) != 1 {
 		return 0, nil

@@ -1,4 +1,4 @@
-package attach
+package specialize
 
 import (
 	"bytes"
@@ -132,7 +132,7 @@ func TestInlineRodataValues(t *testing.T) {
 	require.Zero(t, imms(spec.Programs["ftp_fexit"].Instructions, 0x5eed20000))
 	before := spec.Programs["ftp_fexit"].Copy()
 
-	n, err := inlineRodata(spec)
+	n, err := InlineRodata(spec)
 	require.NoError(t, err)
 	assert.Greater(t, n, 100)
 	assert.Positive(t, imms(spec.Programs["ftp_fexit"].Instructions, 0x5eed20000), "min_duration_ns in ftp_fexit")
