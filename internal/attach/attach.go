@@ -23,7 +23,6 @@ import (
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/expr"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
-	"github.com/ftprobe/ftprobe/internal/specialize"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -154,6 +153,12 @@ type Options struct {
 	// verifies each) and attaches none: Tracer.Verified counts them, and
 	// the Tracer only needs Close (trace --dry-run).
 	DryRun bool
+	// NoSpecialize loads the programs as compiled, without the
+	// specializer's rewriting (package specialize: no .rodata inlining,
+	// no Simplify, no argument count patched in); the --filter
+	// predicates still go in, as the called subprogram
+	// (FTPROBE_SPECIALIZE=off).
+	NoSpecialize bool
 	// Entries are the IDs of the --entry functions: the other functions
 	// are recorded only while the same thread is inside a call of one of
 	// these (its window); outside they return at entry, counted
@@ -221,10 +226,10 @@ type Tracer struct {
 
 // ArgReads returns how many per-function trampoline programs (fentry,
 // fexit, fsession) read their arguments straight from ctx and how many
-// the verifier refused that way, loaded reading them through
-// bpf_get_func_arg instead (SlotLoads). Both 0 in the other modes.
-func (t *Tracer) ArgReads() (direct, refused int64) {
-	return t.slots.Direct.Load(), t.slots.Refused.Load()
+// read them through bpf_get_func_arg, as compiled (SlotLoads). Both 0 in
+// the other modes.
+func (t *Tracer) ArgReads() (direct, compiled int64) {
+	return t.slots.Direct.Load(), t.slots.Compiled.Load()
 }
 
 // ValidateRingbufSize checks that n is a power-of-two multiple of the page
@@ -332,14 +337,12 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if err := setSettings(spec, settings, v.fixed); err != nil {
 		return nil, err
 	}
-	if _, err := specialize.InlineRodata(spec); err != nil {
-		return nil, fmt.Errorf("attach: %w", err)
+	simplified, err := specializeSpec(spec, preds, opts.NoSpecialize)
+	if err != nil {
+		return nil, err
 	}
-	if err := specialize.PatchPredicates(spec, preds); err != nil {
-		return nil, fmt.Errorf("attach: %w", err)
-	}
-	simplified := specialize.SimplifyPrograms(spec, isMultiProgram)
 	t := &Tracer{Mode: opts.Mode, Frames: "task storage", DataPath: v.name, Simplified: simplified}
+	t.slots.AsCompiled = opts.NoSpecialize
 	if hashFrames {
 		t.Frames = "hash"
 	}

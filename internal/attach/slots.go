@@ -2,10 +2,12 @@ package attach
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/ftprobe/ftprobe/internal/expr"
 	"github.com/ftprobe/ftprobe/internal/specialize"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
@@ -36,8 +38,8 @@ func protoRegs(f *symbols.Func) (int, bool) {
 // btf_ctx_access reads (symbols.Param.CtxScalar): 6.12 refuses a direct
 // read of a pointer to a pointer or to a function (ip_make_skb's getfrag,
 // "invalid bpf_context access off=16 size=8", TestWideFunctions), which
-// 7.3 allows. A kernel that refuses one all the same gets the program as
-// compiled (loadForFunc).
+// 7.3 allows (amd64 6.1 takes pointers to integers). A kernel that
+// refuses one all the same fails the load (loadForFunc).
 func FuncSlots(f *symbols.Func) (uint64, bool) {
 	n, ok := protoRegs(f)
 	if !ok {
@@ -78,41 +80,56 @@ func scalarMask(params []symbols.Param) uint64 {
 }
 
 // loadForFunc loads ps for the one function f through load, which gets
-// the copy to load (AttachTo set to f's BTF name): with f's argument
-// count patched in (forFunc) when it has one, and again as compiled
-// (bpf_get_func_arg) when the verifier refuses that (an
-// *ebpf.VerifierError): the kernel, not FuncSlots's reading of
-// btf_ctx_access, decides. Other errors (EPERM, a missing target) are
-// returned at once. The error is the last load's; the caller must Close
-// the program. n (nil: not counted) counts the programs loaded each way.
+// the copy to load (AttachTo set to f's BTF name), with f's argument
+// count patched in (forFunc) when FuncSlots has one and n does not ask
+// for the programs as compiled. Whether to patch is decided before the
+// load, from f's BTF prototype (FuncSlots, symbols.Param.CtxScalar),
+// never by retrying: a verifier refusal of the patched copy is an error
+// naming the program and saying so (a kernel whose btf_ctx_access
+// refuses a parameter CtxScalar admits is a bug of CtxScalar's, which
+// FTPROBE_SPECIALIZE=off works around). The caller must Close the
+// program. n (nil: patched, not counted) counts the programs loaded each
+// way.
 func loadForFunc(ps *ebpf.ProgramSpec, f *symbols.Func, n *SlotLoads, load func(*ebpf.ProgramSpec) (*ebpf.Program, error)) (*ebpf.Program, error) {
-	c, patched := forFunc(ps, f)
+	c, patched := ps.Copy(), false
+	if n == nil || !n.AsCompiled {
+		c, patched = forFunc(ps, f)
+	}
 	c.AttachTo = f.BTFName
 	p, err := load(c)
 	var ve *ebpf.VerifierError
-	if err == nil || !patched || !errors.As(err, &ve) {
-		if err == nil && patched && n != nil {
-			n.Direct.Add(1)
-		}
-		return p, err // loaded, nothing was patched, or not the verifier's refusal
+	if err != nil && patched && errors.As(err, &ve) {
+		return nil, fmt.Errorf("%s with its argument count patched in (%d registers read from ctx; FTPROBE_SPECIALIZE=off loads it as compiled): %w",
+			ps.Name, slotsOf(f), err)
 	}
-	c = ps.Copy()
-	c.AttachTo = f.BTFName
-	p, err = load(c)
 	if err == nil && n != nil {
-		n.Refused.Add(1)
+		switch {
+		case patched:
+			n.Direct.Add(1)
+		case specialize.CountImm(ps.Instructions, specialize.FnSlotsAny) > 0:
+			n.Compiled.Add(1)
+		}
 	}
 	return p, err
 }
 
-// SlotLoads counts the per-function trampoline programs (fentry, fexit,
-// fsession) loaded with their argument count patched in (Direct: the
-// arguments read straight from ctx, forFunc) and those whose patched
-// copy the verifier refused, loaded as compiled instead (Refused:
-// bpf_get_func_arg; same results, ~65 arm64 instructions more per
-// fentry+fexit call). Safe for concurrent use.
+// slotsOf is FuncSlots's count for f (0 when it has none).
+func slotsOf(f *symbols.Func) uint64 {
+	n, _ := FuncSlots(f)
+	return n
+}
+
+// SlotLoads says how the per-function trampoline programs (fentry,
+// fexit, fsession) that read fn_slots() are loaded: AsCompiled, set
+// before any load, asks for every one as compiled (specialization off);
+// Direct counts those loaded with their argument count patched in (the
+// arguments read straight from ctx, forFunc), Compiled those loaded as
+// compiled (bpf_get_func_arg: no count from the prototype, or
+// AsCompiled; same results, ~65 arm64 instructions more per
+// fentry+fexit call). The counters are safe for concurrent use.
 type SlotLoads struct {
-	Direct, Refused atomic.Int64
+	AsCompiled       bool
+	Direct, Compiled atomic.Int64
 }
 
 // forFunc returns a copy of ps for the one function f, with its
@@ -124,4 +141,26 @@ func forFunc(ps *ebpf.ProgramSpec, f *symbols.Func) (*ebpf.ProgramSpec, bool) {
 		return ps.Copy(), false
 	}
 	return specialize.ForFunc(ps, n, scalarMask(f.Proto.Params[:n]))
+}
+
+// specializeSpec rewrites spec's programs before load (package
+// specialize), settings set: .rodata inlined, the --filter predicates
+// pr spliced into their callers (or put in as the called subprogram),
+// the settings' decisions folded; it returns the instructions Simplify
+// changed. off (FTPROBE_SPECIALIZE=off) puts the predicates in as the
+// subprogram and does nothing else.
+func specializeSpec(spec *ebpf.CollectionSpec, pr *expr.Predicates, off bool) (int, error) {
+	if off {
+		if err := specialize.PatchPredicates(spec, pr, false); err != nil {
+			return 0, fmt.Errorf("attach: %w", err)
+		}
+		return 0, nil
+	}
+	if _, err := specialize.InlineRodata(spec); err != nil {
+		return 0, fmt.Errorf("attach: %w", err)
+	}
+	if err := specialize.PatchPredicates(spec, pr, true); err != nil {
+		return 0, fmt.Errorf("attach: %w", err)
+	}
+	return specialize.SimplifyPrograms(spec, isMultiProgram), nil
 }

@@ -126,54 +126,64 @@ func TestSlotsInLeanObject(t *testing.T) {
 	assert.Equal(t, 1, specialize.CountImm(c.Instructions, specialize.FnSlotsAny), "no prototype: bpf_get_func_arg")
 }
 
-// TestLoadForFuncFallback: a kernel that refuses the program with the
-// argument count patched in gets it as compiled; a failure without a
-// patch is not retried; a function without a usable prototype is loaded
-// once, unpatched.
-func TestLoadForFuncFallback(t *testing.T) {
+// TestLoadForFuncNoFallback: a verifier refusal of the program with the
+// argument count patched in is an error naming the program, the patch
+// and the way out, never a second load as compiled; a failure without a
+// patch is the load's own; a function without a usable prototype, or
+// AsCompiled, loads as compiled, counted so.
+func TestLoadForFuncNoFallback(t *testing.T) {
 	lean, err := bpfobj.LoadTraceLean()
 	require.NoError(t, err)
 	ps := lean.Programs["ftp_fentry"]
 	f := &symbols.Func{Name: "ip_make_skb", BTFName: "ip_make_skb", Proto: &symbols.Proto{Params: params(4)}}
 
 	var seen []int // patched immediates left per load: 0 = patched
-	refusePatched := func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
-		assert.Equal(t, "ip_make_skb", c.AttachTo)
-		left := specialize.CountImm(c.Instructions, specialize.FnSlotsAny)
-		seen = append(seen, left)
-		if left == 0 {
-			return nil, fmt.Errorf("load ftp_fentry: %w", &ebpf.VerifierError{Cause: errors.New("permission denied"), Log: []string{"invalid bpf_context access off=16 size=8"}})
+	load := func(fail error) func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
+		return func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
+			assert.Equal(t, f.BTFName, c.AttachTo)
+			seen = append(seen, specialize.CountImm(c.Instructions, specialize.FnSlotsAny))
+			if fail != nil {
+				return nil, fail
+			}
+			return &ebpf.Program{}, nil
 		}
-		return &ebpf.Program{}, nil
 	}
+	refused := fmt.Errorf("load ftp_fentry: %w", &ebpf.VerifierError{Cause: errors.New("permission denied"), Log: []string{"invalid bpf_context access off=16 size=8"}})
 	var n SlotLoads
-	p, err := loadForFunc(ps, f, &n, refusePatched)
+	_, err = loadForFunc(ps, f, &n, load(refused))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ftp_fentry with its argument count patched in (4 registers read from ctx; FTPROBE_SPECIALIZE=off loads it as compiled)")
+	var ve *ebpf.VerifierError
+	assert.ErrorAs(t, err, &ve, "the verifier's error, wrapped")
+	assert.Equal(t, []int{0}, seen, "one load, patched: no retry as compiled")
+	assert.Zero(t, n.Direct.Load()+n.Compiled.Load(), "a failed load is not counted")
+
+	p, err := loadForFunc(ps, f, &n, load(nil))
 	require.NoError(t, err)
 	assert.NotNil(t, p)
-	assert.Equal(t, []int{0, 1}, seen, "patched first, then as compiled")
-	assert.EqualValues(t, 0, n.Direct.Load())
-	assert.EqualValues(t, 1, n.Refused.Load(), "counted as refused")
-	_, err = loadForFunc(ps, f, &n, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) { return &ebpf.Program{}, nil })
-	require.NoError(t, err)
 	assert.EqualValues(t, 1, n.Direct.Load(), "the patched copy loaded")
-	assert.EqualValues(t, 1, n.Refused.Load())
 
 	seen = nil
 	noProto := &symbols.Func{Name: "x", BTFName: "x", ProtoErr: "no kernel BTF"}
-	_, err = loadForFunc(ps, noProto, &n, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
-		seen = append(seen, specialize.CountImm(c.Instructions, specialize.FnSlotsAny))
-		return nil, errors.New("refused")
-	})
-	assert.EqualError(t, err, "refused")
-	assert.Equal(t, []int{1}, seen, "unpatched: one load, its error")
-	assert.EqualValues(t, 1, n.Direct.Load(), "a failed load is not counted")
-	assert.EqualValues(t, 1, n.Refused.Load())
+	f = noProto
+	_, err = loadForFunc(ps, noProto, &n, load(errors.New("refused")))
+	assert.EqualError(t, err, "refused", "nothing patched: the load's own error")
+	_, err = loadForFunc(ps, noProto, &n, load(nil))
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 1}, seen, "unpatched: bpf_get_func_arg")
+	assert.EqualValues(t, 1, n.Compiled.Load(), "counted as compiled")
+
+	f = &symbols.Func{Name: "vfs_read", BTFName: "vfs_read", Proto: &symbols.Proto{Params: params(4)}}
+	seen = nil
+	off := SlotLoads{AsCompiled: true}
+	_, err = loadForFunc(ps, f, &off, load(nil))
+	require.NoError(t, err)
+	assert.Equal(t, []int{1}, seen, "AsCompiled: a usable prototype, loaded as compiled all the same")
+	assert.EqualValues(t, 0, off.Direct.Load())
+	assert.EqualValues(t, 1, off.Compiled.Load())
 
 	seen = nil
-	_, err = loadForFunc(ps, f, nil, func(c *ebpf.ProgramSpec) (*ebpf.Program, error) {
-		seen = append(seen, specialize.CountImm(c.Instructions, specialize.FnSlotsAny))
-		return nil, errors.New("operation not permitted")
-	})
-	assert.EqualError(t, err, "operation not permitted")
-	assert.Equal(t, []int{0}, seen, "not the verifier's refusal: not retried")
+	_, err = loadForFunc(lean.Programs["ftp_kprobe"], f, &off, load(nil))
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, off.Compiled.Load(), "a program without fn_slots() is not counted")
 }

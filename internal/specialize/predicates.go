@@ -113,12 +113,13 @@ func PredicateStub(insns asm.Instructions) (start, end int) {
 // calls it. The first instruction keeps the stub's metadata: its symbol
 // (the BPF-to-BPF call's target), BTF function and line info. pr nil: the
 // stub stays (the programs then never call it: no function has a
-// predicate number).
-func PatchPredicates(spec *ebpf.CollectionSpec, pr *expr.Predicates) error {
+// predicate number). inline: where pr has an inline form, splice it into
+// the callers instead (InlinePredicates), when every jump still fits.
+func PatchPredicates(spec *ebpf.CollectionSpec, pr *expr.Predicates, inline bool) error {
 	if pr == nil {
 		return nil
 	}
-	if pr.Inline != nil {
+	if inline && pr.Inline != nil {
 		if err := InlinePredicates(spec, pr.Inline); err == nil {
 			return nil
 		}
