@@ -839,7 +839,7 @@ static __always_inline void fetch_args(void *ctx, __u64 *args, __u64 n, __u32 fr
 /* fn_slots: the number of argument registers of the one function a
  * trampoline program is loaded for, at most FTP_MAX_ARGS: the 64-bit
  * immediate FTP_FN_SLOTS_ANY is replaced per function by user space
- * (attach.forFunc) when the function's BTF prototype maps each of its
+ * (specialize.ForFunc) when the function's BTF prototype maps each of its
  * first six parameters to one register (no struct passed by value). Left
  * as it is (a multi link, or another prototype), the arguments come
  * through bpf_get_func_arg. The lean and filter objects only, without an
@@ -849,7 +849,7 @@ static __always_inline void fetch_args(void *ctx, __u64 *args, __u64 n, __u32 fr
  * it); read back from a frame at exit it is a plain value again. The
  * parameters user space patches a count for are those every supported
  * kernel's btf_ctx_access reads (attach.FuncSlots); a kernel that refuses
- * one anyway gets the program unpatched (attach.loadForFunc). 65
+ * one anyway fails the load (attach.loadForFunc, no retry). 65
  * instructions fewer per fentry+fexit and fsession trace call on arm64
  * 7.3 (compare, icount, 5 arguments). */
 #define FTP_FN_SLOTS_ANY 0x746f6c735f707466ULL /* "ftp_slot" */
@@ -863,7 +863,7 @@ static __always_inline __attribute__((unused)) __u64 fn_slots(void)
 /* fn_scalars: which of those arguments (bit i: argument i) are integers,
  * enums or bools, which a direct ctx read gives as plain scalars: an
  * entry predicate reads them straight from ctx (fetch_pred), the others
- * through bpf_get_func_arg. Patched with fn_slots (attach.forFunc,
+ * through bpf_get_func_arg. Patched with fn_slots (specialize.ForFunc,
  * FuncScalars); left as FTP_FN_SCALARS_ANY, none. */
 #define FTP_FN_SCALARS_ANY 0x6c6163735f707466ULL /* "ftp_scal" */
 static __always_inline __attribute__((unused)) __u64 fn_scalars(void)

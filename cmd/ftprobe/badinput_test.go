@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/exitcode"
 	"github.com/ftprobe/ftprobe/internal/trace"
 )
 
@@ -214,4 +215,20 @@ func otherThread(t *testing.T, pid int) string {
 	}
 	t.Fatalf("no second thread in /proc/self/task: %v", ents)
 	return ""
+}
+
+// TestNoSpecialize: FTPROBE_SPECIALIZE=off turns the specializer off,
+// unset or on leaves it on, any other value is bad input (exit 2).
+func TestNoSpecialize(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "on": false, "off": true} {
+		t.Setenv(specializeEnv, v)
+		off, err := noSpecialize()
+		require.NoError(t, err, v)
+		assert.Equal(t, want, off, v)
+	}
+	t.Setenv(specializeEnv, "no")
+	_, err := noSpecialize()
+	require.EqualError(t, err, `FTPROBE_SPECIALIZE="no": want on or off`)
+	code, _ := exitcode.Of(err)
+	assert.Equal(t, exitcode.BadInput, code)
 }

@@ -35,6 +35,10 @@ func newDemoCmd() *cobra.Command {
 			if err != nil {
 				return symbolsError("demo", err)
 			}
+			off, err := noSpecialize()
+			if err != nil {
+				return err
+			}
 			w := cmd.OutOrStdout()
 			ran := 0
 			var lastErr error
@@ -43,7 +47,8 @@ func newDemoCmd() *cobra.Command {
 				_, err := trace.Run(cmd.Context(), trace.Options{
 					Patterns: []string{"do_sys_openat2", "vfs_read"}, Mode: mode, Output: "text",
 					Out: w, Log: w, Symbols: k, Self: self,
-					Command: []string{self, "workload", "read", "--count", fmt.Sprint(count)},
+					Command:      []string{self, "workload", "read", "--count", fmt.Sprint(count)},
+					NoSpecialize: off,
 				})
 				if err != nil {
 					fmt.Fprintf(w, "ftprobe: %s: %v\n", mode, err)

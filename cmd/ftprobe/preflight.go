@@ -81,3 +81,21 @@ func checkOutPath(flag, path string) error {
 	}
 	return nil
 }
+
+// specializeEnv is the environment variable that turns the load-time
+// specializer off for a run (package specialize).
+const specializeEnv = "FTPROBE_SPECIALIZE"
+
+// noSpecialize reads FTPROBE_SPECIALIZE: "off" loads the BPF programs as
+// compiled (trace.Options.NoSpecialize), "" or "on" specializes them;
+// anything else is bad input.
+func noSpecialize() (bool, error) {
+	switch v := os.Getenv(specializeEnv); v {
+	case "", "on":
+		return false, nil
+	case "off":
+		return true, nil
+	default:
+		return false, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("%s=%q: want on or off", specializeEnv, v))
+	}
+}

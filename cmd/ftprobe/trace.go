@@ -89,6 +89,10 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 			if err := checkOutPath("-o", outFile); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, err)
 			}
+			var err error
+			if o.NoSpecialize, err = noSpecialize(); err != nil {
+				return err
+			}
 			if err := needPrivilege("trace"); err != nil {
 				return err
 			}
@@ -105,7 +109,7 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			o.Progress = attachProgress(cmd)
-			_, err := trace.Run(ctx, o)
+			_, err = trace.Run(ctx, o)
 			return traceExit(err)
 		},
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/specialize"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -120,7 +121,7 @@ func TestOnlyCookieInlined(t *testing.T) {
 		v := spec.Variables["only_cookie"]
 		require.NotNil(t, v, name)
 		require.NoError(t, v.Set(uint64(0x5200043100000003)))
-		_, err = inlineRodata(spec)
+		_, err = specialize.InlineRodata(spec)
 		require.NoError(t, err)
 		for pn, ps := range spec.Programs {
 			for i, ins := range ps.Instructions {
@@ -178,9 +179,9 @@ func TestOnlyNargs(t *testing.T) {
 		if name != "filter" {
 			continue
 		}
-		_, err = inlineRodata(spec)
+		_, err = specialize.InlineRodata(spec)
 		require.NoError(t, err)
-		simplifyPrograms(spec)
+		specialize.SimplifyPrograms(spec, isMultiProgram)
 		off := spec.Variables["only_nargs"].Offset
 		for pn := range multiPrograms {
 			ps := spec.Programs[pn]
@@ -189,9 +190,9 @@ func TestOnlyNargs(t *testing.T) {
 				if ins.IsLoadFromMap() && ins.Reference() == ".rodata" && uint32(uint64(ins.Constant)>>32) == off {
 					t.Errorf("filter %s: insn %d still loads only_nargs: %v", pn, i, ins)
 				}
-				if isImm(&ins, fnSlotsAny) || isImm(&ins, fnScalarsAny) {
-					t.Errorf("filter %s: insn %d keeps the fn_slots/fn_scalars magic: %v", pn, i, ins)
-				}
+			}
+			if n := specialize.CountImm(ps.Instructions, specialize.FnSlotsAny) + specialize.CountImm(ps.Instructions, specialize.FnScalarsAny); n > 0 {
+				t.Errorf("filter %s: %d fn_slots/fn_scalars magic immediates left", pn, n)
 			}
 		}
 	}

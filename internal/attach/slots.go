@@ -2,26 +2,15 @@ package attach
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 
-	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/expr"
+	"github.com/ftprobe/ftprobe/internal/specialize"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
-
-// fnSlotsAny is bpf/trace.bpf.c's FTP_FN_SLOTS_ANY ("ftp_slot"): the
-// 64-bit immediate fn_slots() loads, which forFunc replaces by the number
-// of argument registers of the function a trampoline program is loaded
-// for. A program that keeps it reads the arguments through
-// bpf_get_func_arg.
-const fnSlotsAny = 0x746f6c735f707466
-
-// fnSlotsNone is the fn_slots() of a program loaded for several
-// functions (the multi programs, simplifyPrograms): more than
-// FTP_MAX_ARGS, no count.
-const fnSlotsNone = uint64(bpfobj.TraceFtpNargsFTP_NARGS_UNKNOWN)
 
 // protoRegs returns the number of parameters of f's BTF prototype, at
 // most MaxArgs, and false when that is not its number of argument
@@ -49,8 +38,8 @@ func protoRegs(f *symbols.Func) (int, bool) {
 // btf_ctx_access reads (symbols.Param.CtxScalar): 6.12 refuses a direct
 // read of a pointer to a pointer or to a function (ip_make_skb's getfrag,
 // "invalid bpf_context access off=16 size=8", TestWideFunctions), which
-// 7.3 allows. A kernel that refuses one all the same gets the program as
-// compiled (loadForFunc).
+// 7.3 allows (amd64 6.1 takes pointers to integers). A kernel that
+// refuses one all the same fails the load (loadForFunc).
 func FuncSlots(f *symbols.Func) (uint64, bool) {
 	n, ok := protoRegs(f)
 	if !ok {
@@ -63,11 +52,6 @@ func FuncSlots(f *symbols.Func) (uint64, bool) {
 	}
 	return uint64(n), true
 }
-
-// fnScalarsAny is bpf/trace.bpf.c's FTP_FN_SCALARS_ANY ("ftp_scal"): the
-// 64-bit immediate fn_scalars() loads, which forFunc replaces by
-// FuncScalars.
-const fnScalarsAny = 0x6c6163735f707466
 
 // FuncScalars returns the arguments among FuncSlots(f)'s (bit i: argument
 // i) that are integers, enums or bools: a direct ctx read gives those a
@@ -96,84 +80,87 @@ func scalarMask(params []symbols.Param) uint64 {
 }
 
 // loadForFunc loads ps for the one function f through load, which gets
-// the copy to load (AttachTo set to f's BTF name): with f's argument
-// count patched in (forFunc) when it has one, and again as compiled
-// (bpf_get_func_arg) when the verifier refuses that (an
-// *ebpf.VerifierError): the kernel, not FuncSlots's reading of
-// btf_ctx_access, decides. Other errors (EPERM, a missing target) are
-// returned at once. The error is the last load's; the caller must Close
-// the program. n (nil: not counted) counts the programs loaded each way.
+// the copy to load (AttachTo set to f's BTF name), with f's argument
+// count patched in (forFunc) when FuncSlots has one and n does not ask
+// for the programs as compiled. Whether to patch is decided before the
+// load, from f's BTF prototype (FuncSlots, symbols.Param.CtxScalar),
+// never by retrying: a verifier refusal of the patched copy is an error
+// naming the program and saying so (a kernel whose btf_ctx_access
+// refuses a parameter CtxScalar admits is a bug of CtxScalar's, which
+// FTPROBE_SPECIALIZE=off works around). The caller must Close the
+// program. n (nil: patched, not counted) counts the programs loaded each
+// way.
 func loadForFunc(ps *ebpf.ProgramSpec, f *symbols.Func, n *SlotLoads, load func(*ebpf.ProgramSpec) (*ebpf.Program, error)) (*ebpf.Program, error) {
-	c, patched := forFunc(ps, f)
+	c, patched := ps.Copy(), false
+	if n == nil || !n.AsCompiled {
+		c, patched = forFunc(ps, f)
+	}
 	c.AttachTo = f.BTFName
 	p, err := load(c)
 	var ve *ebpf.VerifierError
-	if err == nil || !patched || !errors.As(err, &ve) {
-		if err == nil && patched && n != nil {
-			n.Direct.Add(1)
-		}
-		return p, err // loaded, nothing was patched, or not the verifier's refusal
+	if err != nil && patched && errors.As(err, &ve) {
+		return nil, fmt.Errorf("%s with its argument count patched in (%d registers read from ctx; FTPROBE_SPECIALIZE=off loads it as compiled): %w",
+			ps.Name, slotsOf(f), err)
 	}
-	c = ps.Copy()
-	c.AttachTo = f.BTFName
-	p, err = load(c)
 	if err == nil && n != nil {
-		n.Refused.Add(1)
+		switch {
+		case patched:
+			n.Direct.Add(1)
+		case specialize.CountImm(ps.Instructions, specialize.FnSlotsAny) > 0:
+			n.Compiled.Add(1)
+		}
 	}
 	return p, err
 }
 
-// SlotLoads counts the per-function trampoline programs (fentry, fexit,
-// fsession) loaded with their argument count patched in (Direct: the
-// arguments read straight from ctx, forFunc) and those whose patched
-// copy the verifier refused, loaded as compiled instead (Refused:
-// bpf_get_func_arg; same results, ~65 arm64 instructions more per
-// fentry+fexit call). Safe for concurrent use.
-type SlotLoads struct {
-	Direct, Refused atomic.Int64
-}
-
-// isImm reports whether ins is a plain 64-bit immediate load of v.
-func isImm(ins *asm.Instruction, v uint64) bool {
-	return ins.OpCode.IsDWordLoad() && ins.Src == asm.R0 && uint64(ins.Constant) == v
-}
-
-// countImm counts the plain 64-bit immediate loads of v in insns.
-func countImm(insns asm.Instructions, v uint64) int {
-	n := 0
-	for i := range insns {
-		if isImm(&insns[i], v) {
-			n++
-		}
-	}
+// slotsOf is FuncSlots's count for f (0 when it has none).
+func slotsOf(f *symbols.Func) uint64 {
+	n, _ := FuncSlots(f)
 	return n
 }
 
-// forFunc returns a copy of ps for the one function f, with every
-// fn_slots() immediate set to FuncSlots(f) and every fn_scalars() one to
-// FuncScalars(f) when f has a count (the lean and filter objects'
-// fentry, fexit and fsession programs), and whether it set any. The
-// caller sets AttachTo on the copy.
+// SlotLoads says how the per-function trampoline programs (fentry,
+// fexit, fsession) that read fn_slots() are loaded: AsCompiled, set
+// before any load, asks for every one as compiled (specialization off);
+// Direct counts those loaded with their argument count patched in (the
+// arguments read straight from ctx, forFunc), Compiled those loaded as
+// compiled (bpf_get_func_arg: no count from the prototype, or
+// AsCompiled; same results, ~65 arm64 instructions more per
+// fentry+fexit call). The counters are safe for concurrent use.
+type SlotLoads struct {
+	AsCompiled       bool
+	Direct, Compiled atomic.Int64
+}
+
+// forFunc returns a copy of ps for the one function f, with its
+// argument count and scalar mask patched in (specialize.ForFunc) when
+// FuncSlots has a count for f, and whether it patched any.
 func forFunc(ps *ebpf.ProgramSpec, f *symbols.Func) (*ebpf.ProgramSpec, bool) {
-	c := ps.Copy()
 	n, ok := FuncSlots(f)
 	if !ok {
-		return c, false
+		return ps.Copy(), false
 	}
-	sc := scalarMask(f.Proto.Params[:n])
-	patched := false
-	for i := range c.Instructions {
-		switch ins := &c.Instructions[i]; {
-		case isImm(ins, fnSlotsAny):
-			ins.Constant = int64(n)
-			patched = true
-		case isImm(ins, fnScalarsAny):
-			ins.Constant = int64(sc)
-			patched = true
+	return specialize.ForFunc(ps, n, scalarMask(f.Proto.Params[:n]))
+}
+
+// specializeSpec rewrites spec's programs before load (package
+// specialize), settings set: .rodata inlined, the --filter predicates
+// pr spliced into their callers (or put in as the called subprogram),
+// the settings' decisions folded; it returns the instructions Simplify
+// changed. off (FTPROBE_SPECIALIZE=off) puts the predicates in as the
+// subprogram and does nothing else.
+func specializeSpec(spec *ebpf.CollectionSpec, pr *expr.Predicates, off bool) (int, error) {
+	if off {
+		if err := specialize.PatchPredicates(spec, pr, false); err != nil {
+			return 0, fmt.Errorf("attach: %w", err)
 		}
+		return 0, nil
 	}
-	if patched {
-		c.Instructions, _ = simplify(c.Instructions)
+	if _, err := specialize.InlineRodata(spec); err != nil {
+		return 0, fmt.Errorf("attach: %w", err)
 	}
-	return c, patched
+	if err := specialize.PatchPredicates(spec, pr, true); err != nil {
+		return 0, fmt.Errorf("attach: %w", err)
+	}
+	return specialize.SimplifyPrograms(spec, isMultiProgram), nil
 }

@@ -62,7 +62,8 @@ const (
 // The trace programs loaded for the tracing multi links (one program,
 // many functions): bpf/trace.bpf.c's ftp_fentry_multi, ftp_fexit_multi
 // and ftp_fsession_multi. multiPrograms lists them with their attach
-// types; simplifyPrograms treats them as loaded for several functions.
+// types; specialize.SimplifyPrograms treats them as loaded for several
+// functions (isMultiProgram).
 const (
 	progFEntryMulti   = "ftp_fentry_multi"
 	progFExitMulti    = "ftp_fexit_multi"
@@ -73,6 +74,13 @@ var multiPrograms = map[string]ebpf.AttachType{
 	progFEntryMulti:   AttachTraceFEntryMulti,
 	progFExitMulti:    AttachTraceFExitMulti,
 	progFSessionMulti: AttachTraceFSessionMulti,
+}
+
+// isMultiProgram reports whether the program called name is one of
+// multiPrograms.
+func isMultiProgram(name string) bool {
+	_, ok := multiPrograms[name]
+	return ok
 }
 
 // MultiTarget is the target LoadTrampoline takes for the multi types: none.

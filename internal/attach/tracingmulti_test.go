@@ -15,6 +15,7 @@ import (
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/expr"
+	"github.com/ftprobe/ftprobe/internal/specialize"
 )
 
 // The attribute layouts must match union bpf_attr as the 7.3 kernels'
@@ -128,7 +129,7 @@ func TestTrampolineCodePredicates(t *testing.T) {
 	pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan}, mustFaults(t, spec))
 	require.NoError(t, err)
 	require.Nil(t, pr.Inline)
-	require.NoError(t, patchPredicates(spec, pr))
+	require.NoError(t, specialize.PatchPredicates(spec, pr, true))
 	// The body up to its fault counter's map address (which the loader
 	// resolves).
 	k := slices.IndexFunc(pr.Insns, func(ins asm.Instruction) bool { return ins.IsLoadFromMap() })
@@ -180,7 +181,7 @@ func TestTrampolineCodeInlinePredicates(t *testing.T) {
 	pr, err := expr.CompilePredicates(map[uint32]*expr.Plan{0: plan}, mustFaults(t, spec))
 	require.NoError(t, err)
 	require.NotNil(t, pr.Inline)
-	require.NoError(t, patchPredicates(spec, pr))
+	require.NoError(t, specialize.PatchPredicates(spec, pr, true))
 	var body bytes.Buffer
 	require.NoError(t, pr.Inline.Marshal(&body, binary.LittleEndian))
 	ids, _ := fakeKernel(t, 5)
@@ -217,13 +218,13 @@ func TestInlinePredicatesTooFar(t *testing.T) {
 	for i := range long {
 		long[i] = asm.Mov.Imm(asm.R0, 1)
 	}
-	err = inlinePredicates(spec, long)
+	err = specialize.InlinePredicates(spec, long)
 	require.ErrorContains(t, err, "a jump of")
 	for name, ps := range spec.Programs {
 		assert.Equal(t, before[name], ps.Instructions, "%s unchanged", name)
 	}
 	pr := &expr.Predicates{Insns: asm.Instructions{asm.Mov.Imm(asm.R0, 1), asm.Return()}, Inline: long, Programs: 1}
-	require.NoError(t, patchPredicates(spec, pr))
+	require.NoError(t, specialize.PatchPredicates(spec, pr, true))
 	calls := 0
 	for _, ins := range spec.Programs["ftp_fentry"].Instructions {
 		if ins.IsFunctionCall() && ins.Reference() == expr.PredicateFunc {

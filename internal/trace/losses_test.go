@@ -51,7 +51,7 @@ func TestSummaryWindow(t *testing.T) {
 // their arguments.
 func TestArgReadsText(t *testing.T) {
 	assert.Equal(t, "2 per-function programs read their arguments straight from ctx", argReadsText(2, 0))
-	assert.Equal(t, "0 per-function programs read their arguments straight from ctx; 4 through bpf_get_func_arg (the verifier refused the direct reads)", argReadsText(0, 4))
+	assert.Equal(t, "0 per-function programs read their arguments straight from ctx; 4 through bpf_get_func_arg (as compiled)", argReadsText(0, 4))
 }
 
 // TestStatSummaryLine: with the kernel's tables (stat) the summary line

@@ -84,7 +84,7 @@ func (p *planner) plan() (*attach.Tracer, *symbols.Resolution, error) {
 // attachOptions are the attach.Options of mode for fs.
 func (p *planner) attachOptions(mode string, fs []*symbols.Func, plans map[uint32]*expr.Plan) attach.Options {
 	o := p.o
-	return attach.Options{Mode: mode, Funcs: fs, Filters: o.Filters, RingbufSize: o.RingbufSize, Strings: o.Strings, Stack: o.Stack, Aggregate: o.Summary || o.Hist, NoEvents: o.Quiet, LiveEntries: o.LiveEntries, Kernel: p.kin, BTF: p.k.Types, Progress: o.Progress, Exprs: plans, DryRun: o.DryRun, Entries: o.entryIDs(fs)}
+	return attach.Options{Mode: mode, Funcs: fs, Filters: o.Filters, RingbufSize: o.RingbufSize, Strings: o.Strings, Stack: o.Stack, Aggregate: o.Summary || o.Hist, NoEvents: o.Quiet, LiveEntries: o.LiveEntries, Kernel: p.kin, BTF: p.k.Types, Progress: o.Progress, Exprs: plans, DryRun: o.DryRun, Entries: o.entryIDs(fs), NoSpecialize: o.NoSpecialize}
 }
 
 // autoOrder is the order in which auto mode tries the modes, and why the

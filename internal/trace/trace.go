@@ -92,6 +92,9 @@ type Options struct {
 	// (verifies) every program of the chosen mode, attaches nothing,
 	// prints the plan and returns a nil Summary.
 	DryRun bool
+	// NoSpecialize loads the BPF programs as compiled
+	// (attach.Options.NoSpecialize; FTPROBE_SPECIALIZE=off).
+	NoSpecialize bool
 }
 
 // MemSample is ftprobe's memory at one --stats-every tick.
@@ -341,9 +344,13 @@ func (s *session) reportAttached(o Options, t *attach.Tracer, res *symbols.Resol
 		fmt.Fprintf(o.Log, "ftprobe: not attached: %v\n", f.Err)
 	}
 	if o.Verbose {
-		fmt.Fprintf(o.Log, "ftprobe: BPF object: %s (frames in %s; %d instructions its settings rule out dropped before load)\n", t.DataPath, t.Frames, t.Simplified)
-		if direct, refused := t.ArgReads(); direct+refused > 0 {
-			fmt.Fprintf(o.Log, "ftprobe: %s\n", argReadsText(direct, refused))
+		if o.NoSpecialize {
+			fmt.Fprintf(o.Log, "ftprobe: BPF object: %s (frames in %s; loaded as compiled: FTPROBE_SPECIALIZE=off)\n", t.DataPath, t.Frames)
+		} else {
+			fmt.Fprintf(o.Log, "ftprobe: BPF object: %s (frames in %s; %d instructions its settings rule out dropped before load)\n", t.DataPath, t.Frames, t.Simplified)
+		}
+		if direct, compiled := t.ArgReads(); direct+compiled > 0 {
+			fmt.Fprintf(o.Log, "ftprobe: %s\n", argReadsText(direct, compiled))
 		}
 	}
 	fmt.Fprintf(o.Log, "ftprobe: tracing %d functions in %s mode (%s)\n", len(t.Attached), t.Mode, res.SkipSummary())
@@ -351,10 +358,10 @@ func (s *session) reportAttached(o Options, t *attach.Tracer, res *symbols.Resol
 
 // argReadsText says how the per-function trampoline programs read their
 // arguments (attach.Tracer.ArgReads).
-func argReadsText(direct, refused int64) string {
+func argReadsText(direct, compiled int64) string {
 	out := fmt.Sprintf("%d per-function programs read their arguments straight from ctx", direct)
-	if refused > 0 {
-		out += fmt.Sprintf("; %d through bpf_get_func_arg (the verifier refused the direct reads)", refused)
+	if compiled > 0 {
+		out += fmt.Sprintf("; %d through bpf_get_func_arg (as compiled)", compiled)
 	}
 	return out
 }

@@ -188,7 +188,7 @@ func TestExprBadInput(t *testing.T) {
 		{[]string{"*count"}, nil, `--arg vfs_read: "*count": type error: dereference of count, a size_t, not a pointer`},
 		{nil, []string{"file->f_path.dentry->d_parent->d_parent->d_parent->d_parent->d_flags == 1"}, "too deep for the verifier"},
 	} {
-		_, err := trace.Run(context.Background(), trace.Options{Patterns: []string{"vfs_read"}, Mode: attach.ModeKprobeSession,
+		_, err := trace.Run(context.Background(), trace.Options{NoSpecialize: noSpecialize(), Patterns: []string{"vfs_read"}, Mode: attach.ModeKprobeSession,
 			Args: c.args, Predicates: c.preds, Symbols: e.k, Log: testLog{t}, Out: io.Discard})
 		require.Error(t, err, "%v %v", c.args, c.preds)
 		class, _ := trace.ClassOf(err)
@@ -205,7 +205,7 @@ func TestDryRun(t *testing.T) {
 	e := lab(t)
 	needMode(t, e, attach.ModeKprobeMulti)
 	var log strings.Builder
-	sum, err := trace.Run(context.Background(), trace.Options{Patterns: []string{"vfs_read", "do_sys_openat2"}, Mode: attach.ModeKprobeMulti, DryRun: true,
+	sum, err := trace.Run(context.Background(), trace.Options{NoSpecialize: noSpecialize(), Patterns: []string{"vfs_read", "do_sys_openat2"}, Mode: attach.ModeKprobeMulti, DryRun: true,
 		Args: []string{"vfs_read:file->f_path.dentry->d_name.name"}, Predicates: []string{"vfs_read:count == 1", "do_sys_openat2:ret == -ENOENT"},
 		Symbols: e.k, Log: &log, Out: io.Discard})
 	require.NoError(t, err)

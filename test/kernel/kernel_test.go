@@ -180,7 +180,7 @@ func tryAttach(e *env, mode, fn string) error {
 	if err != nil {
 		return err
 	}
-	tr, err := attach.Open(attach.Options{Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10})
+	tr, err := attach.Open(attach.Options{NoSpecialize: noSpecialize(), Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10})
 	if err != nil {
 		return err
 	}
@@ -273,6 +273,7 @@ func traceAround(t *testing.T, o trace.Options, fn func()) ([]map[string]any, *t
 	go func() {
 		defer close(done)
 		o.Output, o.Out, o.Ready, o.Symbols = "json", &out, func() { close(ready) }, lab(t).k
+		o.NoSpecialize = noSpecialize()
 		if o.Log == nil {
 			o.Log = testLog{t}
 		}
@@ -647,7 +648,7 @@ func TestWildcard(t *testing.T) {
 				}
 			}
 			start := time.Now()
-			tr, err := attach.Open(attach.Options{Mode: mode, Funcs: funcs, Kernel: e.kin, BTF: e.k.Types})
+			tr, err := attach.Open(attach.Options{NoSpecialize: noSpecialize(), Mode: mode, Funcs: funcs, Kernel: e.kin, BTF: e.k.Types})
 			require.NoError(t, err)
 			t.Logf("attached %d, failed %d in %s", len(tr.Attached), len(tr.Failed), time.Since(start))
 			for _, f := range tr.Failed {
@@ -659,6 +660,11 @@ func TestWildcard(t *testing.T) {
 		})
 	}
 }
+
+// noSpecialize reports whether the run loads the BPF programs as compiled
+// (FTPROBE_SPECIALIZE=off, which the matrix's nospecialize entries set
+// for this binary and ftprobe), as ftprobe itself decides.
+func noSpecialize() bool { return os.Getenv("FTPROBE_SPECIALIZE") == "off" }
 
 func ftprobeBinary(t *testing.T) string {
 	for _, p := range []string{os.Getenv("FTPROBE_BINARY"), "/bin/ftprobe"} {
@@ -1049,7 +1055,7 @@ func TestGraphNested(t *testing.T) {
 			done := make(chan error, 1)
 			tid := uint32(unix.Gettid()) // this locked thread, not the trace goroutine's
 			go func() {
-				_, err := trace.Run(ctx, trace.Options{
+				_, err := trace.Run(ctx, trace.Options{NoSpecialize: noSpecialize(),
 					Patterns: []string{"ksys_read", "vfs_read"}, Mode: mode, Output: "text", Graph: true, Hist: true,
 					Filters: attach.Filters{TID: tid}, Out: &out, Log: &log,
 					Ready: func() { close(ready) }, Symbols: e.k,
@@ -1387,7 +1393,7 @@ func TestVerboseRawFallback(t *testing.T) {
 		skipOutsideLab(t, "no compiler copy with a BTF original among ksys_* on %s", e.kin)
 	}
 	var log bytes.Buffer
-	_, err = trace.Run(context.Background(), trace.Options{Patterns: []string{copyName}, Mode: attach.ModeKprobeSession,
+	_, err = trace.Run(context.Background(), trace.Options{NoSpecialize: noSpecialize(), Patterns: []string{copyName}, Mode: attach.ModeKprobeSession,
 		Verbose: true, Strings: true, Duration: 200 * time.Millisecond, Out: io.Discard, Log: &log, Symbols: e.k})
 	require.NoError(t, err)
 	t.Log(log.String())
@@ -1426,7 +1432,7 @@ func TestMemoryFlat(t *testing.T) {
 	tid := <-tids
 	w := &callCounter{tid: []byte(fmt.Sprintf(`,"tid":%d,`, tid)), arg: []byte(fmt.Sprintf(`"fd":%d,`, fd)), ret: []byte(`,"ret":0,`)}
 	var log bytes.Buffer
-	sum, err := trace.Run(ctx, trace.Options{
+	sum, err := trace.Run(ctx, trace.Options{NoSpecialize: noSpecialize(),
 		Patterns: []string{"do_fsync"}, Mode: "auto", Output: "json", Filters: attach.Filters{TID: uint32(tid)},
 		Out: w, Log: &log, Symbols: e.k, Duration: 12 * time.Second, StatsEvery: time.Second,
 	})
@@ -1675,7 +1681,7 @@ func TestTreeForgetsExited(t *testing.T) {
 	require.NotEmpty(t, mode)
 	res, err := e.k.Resolve([]string{"do_sys_openat2"}, nil, mode, 0)
 	require.NoError(t, err)
-	tr, err := attach.Open(attach.Options{Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10, Filters: attach.Filters{Tree: true}})
+	tr, err := attach.Open(attach.Options{NoSpecialize: noSpecialize(), Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10, Filters: attach.Filters{Tree: true}})
 	require.NoError(t, err)
 	defer tr.Close()
 	require.NoError(t, tr.AddTGID(uint32(os.Getpid())))
@@ -2078,7 +2084,7 @@ func TestStatEntryOnly(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, res.Funcs, 1)
 			require.Equal(t, symbols.EntryOnlyNoreturn, res.Funcs[0].EntryOnly)
-			tr, err := attach.Open(attach.Options{Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10, Aggregate: true, NoEvents: true})
+			tr, err := attach.Open(attach.Options{NoSpecialize: noSpecialize(), Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10, Aggregate: true, NoEvents: true})
 			require.NoError(t, err)
 			defer tr.Close()
 			var ee *exec.ExitError
@@ -2248,13 +2254,12 @@ func TestPidExitsLater(t *testing.T) {
 
 // TestArgReads: the per-function trampoline programs that read
 // arguments (fentry's, fsession's) are loaded with vfs_read's argument
-// count patched in and
-// read its four argument registers straight from ctx; -v says how many
-// programs the kernel took that way and how many it refused (then read
-// through bpf_get_func_arg). Every program is counted one way or the
-// other; 7.x kernels take the direct reads (the data-path figures in
-// README rely on it). The arguments recorded are the call's: count 1,
-// the workload's buffer size.
+// count patched in and read its four argument registers straight from
+// ctx (the data-path figures in README rely on it), or, with
+// FTPROBE_SPECIALIZE=off, as compiled (bpf_get_func_arg); -v counts the
+// programs each way. A kernel that refused the patched program would
+// fail the trace: there is no fallback. The arguments recorded are the
+// call's: count 1, the workload's buffer size.
 func TestArgReads(t *testing.T) {
 	e := lab(t)
 	line := regexp.MustCompile(`ftprobe: (\d+) per-function programs read their arguments straight from ctx(?:; (\d+) through bpf_get_func_arg)?`)
@@ -2277,10 +2282,11 @@ func TestArgReads(t *testing.T) {
 			m := line.FindStringSubmatch(log.String())
 			require.NotNil(t, m, "log:\n%s", log.String())
 			direct, _ := strconv.Atoi(m[1])
-			refused, _ := strconv.Atoi("0" + m[2])
-			assert.Equal(t, c.progs, direct+refused, "every program counted: %s", m[0])
-			if e.kin.Major >= 7 {
-				assert.Zero(t, refused, "7.x takes the direct reads: %s", m[0])
+			compiled, _ := strconv.Atoi("0" + m[2])
+			if noSpecialize() {
+				assert.Equal(t, []int{0, c.progs}, []int{direct, compiled}, "specialization off: every program as compiled: %s", m[0])
+			} else {
+				assert.Equal(t, []int{c.progs, 0}, []int{direct, compiled}, "vfs_read's count patched in: %s", m[0])
 			}
 			entries := filterEvents(evs, "entry", "vfs_read")
 			require.Len(t, entries, 3, "%v", evs)

@@ -28,12 +28,13 @@ import (
 
 // DefaultMatrix runs every kernel test on arm64 7.3 (the target) and amd64
 // 7.3, and the fast tier on Debian's other arm64 7.3 flavours (PREEMPT_RT,
-// 16 KiB pages, cloud), arm64 7.2, 6.12 and 6.1, and amd64 6.12 and 6.1:
-// under TCG the full suite is the longest on arm64 7.3, and `make test`
+// 16 KiB pages, cloud), arm64 7.2, 6.12 and 6.1, and amd64 6.12 and 6.1,
+// and once on amd64 7.3 with the programs loaded as compiled
+// (FTPROBE_SPECIALIZE=off: the specializer must change no result): under TCG the full suite is the longest on arm64 7.3, and `make test`
 // must stay within an hour on a 2-core machine.
 var DefaultMatrix = []string{"arm64:7.3", "amd64:7.3",
 	"arm64:7.3-rt:fast", "arm64:7.3-16k:fast", "arm64:7.3-cloud:fast", "arm64:7.2:fast", "arm64:6.12:fast", "arm64:6.1:fast",
-	"amd64:6.12:fast", "amd64:6.1:fast"}
+	"amd64:6.12:fast", "amd64:6.1:fast", "amd64:7.3:fast:nospecialize"}
 
 // FastTests is the fast tier: the mode verdicts (trial attaches against the
 // expectation table), `ftprobe features`, one asserted trace per mode the
@@ -84,12 +85,13 @@ func TestKernelMatrix(t *testing.T) {
 	start := time.Now()
 	for _, entry := range matrix {
 		f := strings.Split(strings.TrimSpace(entry), ":")
-		if len(f) < 2 || len(f) > 3 || (len(f) == 3 && f[2] != "fast") {
-			t.Fatalf("FTPROBE_MATRIX entry %q: want ARCH:VERSION or ARCH:VERSION:fast", entry)
+		fast, noSpec, ok := entryFlags(f)
+		if !ok {
+			t.Fatalf("FTPROBE_MATRIX entry %q: want ARCH:VERSION, then optionally :fast and :nospecialize", entry)
 		}
-		arch, ver := f[0], f[1]
+		arch, ver, tag := f[0], f[1], strings.Join(f[1:], ":")
 		filter := runFilter()
-		if len(f) == 3 {
+		if fast {
 			if filter == nil {
 				filter = []string{"-test.run", FastTests}
 			}
@@ -102,19 +104,24 @@ func TestKernelMatrix(t *testing.T) {
 			k, err := lab.ResolveDebian(ctx, ver, arch, os.Stderr)
 			if err != nil {
 				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s %s: resolve: %v", arch, ver, err))
+				failed = append(failed, fmt.Sprintf("%s %s: resolve: %v", arch, tag, err))
 				mu.Unlock()
 				t.Fatalf("resolve debian:%s %s: %v", ver, arch, err)
 			}
 			b, err := build(arch)
 			if err != nil {
 				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s %s: build: %v", arch, ver, err))
+				failed = append(failed, fmt.Sprintf("%s %s: build: %v", arch, tag, err))
 				mu.Unlock()
 				t.Fatal(err)
 			}
 			add := []string{b[1] + ":/kernel.test"}
 			env := []string{"FTPROBE_BINARY=/bin/ftprobe"}
+			if noSpec {
+				// ftprobe and the test binary load the programs as
+				// compiled (package specialize).
+				env = append(env, "FTPROBE_SPECIALIZE=off")
+			}
 			if runsTest(filter, "TestModuleFunction") {
 				add, env = withModule(ctx, k, add, env)
 			}
@@ -129,7 +136,7 @@ func TestKernelMatrix(t *testing.T) {
 				var why []string
 				for sc.Scan() {
 					l := sc.Text()
-					fmt.Printf("[%s %s] %s\n", arch, ver, l)
+					fmt.Printf("[%s %s] %s\n", arch, tag, l)
 					s := strings.TrimSpace(l)
 					// A top-level test's result ends what it
 					// printed (its subtests' results follow it).
@@ -176,7 +183,7 @@ func TestKernelMatrix(t *testing.T) {
 			<-done
 			if err != nil {
 				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s %s: %v", arch, ver, err))
+				failed = append(failed, fmt.Sprintf("%s %s: %v", arch, tag, err))
 				mu.Unlock()
 				t.Fatalf("%s: %v", k, err)
 			}
@@ -191,7 +198,7 @@ func TestKernelMatrix(t *testing.T) {
 				}
 				if inFail {
 					mu.Lock()
-					failed = append(failed, fmt.Sprintf("%s %s: %s", arch, ver, s))
+					failed = append(failed, fmt.Sprintf("%s %s: %s", arch, tag, s))
 					mu.Unlock()
 				}
 			}
@@ -203,7 +210,7 @@ func TestKernelMatrix(t *testing.T) {
 				}
 				mu.Lock()
 				for _, w := range leftover {
-					failed = append(failed, fmt.Sprintf("%s %s:   %s", arch, ver, w))
+					failed = append(failed, fmt.Sprintf("%s %s:   %s", arch, tag, w))
 				}
 				mu.Unlock()
 			}
@@ -213,7 +220,7 @@ func TestKernelMatrix(t *testing.T) {
 					why = " (no test failed: a panic or timeout)"
 				}
 				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s %s: kernel tests exit %d%s", arch, ver, res.ExitStatus, why))
+				failed = append(failed, fmt.Sprintf("%s %s: kernel tests exit %d%s", arch, tag, res.ExitStatus, why))
 				mu.Unlock()
 				t.Errorf("kernel tests failed on %s (exit %d)", k, res.ExitStatus)
 			}
@@ -224,6 +231,26 @@ func TestKernelMatrix(t *testing.T) {
 	for _, f := range failed {
 		t.Logf("failed: %s", f)
 	}
+}
+
+// entryFlags reads the flags after ARCH:VERSION of a matrix entry (f, its
+// fields): fast (the fast tier) and nospecialize (FTPROBE_SPECIALIZE=off
+// in the guest), each at most once; ok is false for anything else.
+func entryFlags(f []string) (fast, noSpec, ok bool) {
+	if len(f) < 2 {
+		return false, false, false
+	}
+	for _, x := range f[2:] {
+		switch {
+		case x == "fast" && !fast:
+			fast = true
+		case x == "nospecialize" && !noSpec:
+			noSpec = true
+		default:
+			return false, false, false
+		}
+	}
+	return fast, noSpec, true
 }
 
 // failureDetail reports whether a trimmed line of the guest's test
@@ -248,6 +275,26 @@ func cut(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// TestEntryFlags: a matrix entry takes :fast and :nospecialize, once
+// each, in either order, and nothing else.
+func TestEntryFlags(t *testing.T) {
+	for entry, want := range map[string][3]bool{
+		"amd64:7.3":                   {false, false, true},
+		"amd64:7.3:fast":              {true, false, true},
+		"amd64:7.3:fast:nospecialize": {true, true, true},
+		"amd64:7.3:nospecialize:fast": {true, true, true},
+		"amd64:7.3:nospecialize":      {false, true, true},
+		"amd64:7.3:fast:fast":         {false, false, false},
+		"amd64:7.3:slow":              {false, false, false},
+		"amd64":                       {false, false, false},
+	} {
+		fast, noSpec, ok := entryFlags(strings.Split(entry, ":"))
+		if [3]bool{fast, noSpec, ok} != want {
+			t.Errorf("%s: fast %v, nospecialize %v, ok %v; want %v", entry, fast, noSpec, ok, want)
+		}
+	}
 }
 
 // runFilter passes FTPROBE_TEST_RUN to the guest tests as -test.run.

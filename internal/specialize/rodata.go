@@ -1,4 +1,4 @@
-package attach
+package specialize
 
 import (
 	"encoding/binary"
@@ -9,8 +9,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 )
 
-// inlineRodata replaces each load of a frozen .rodata variable (the
-// settings setSettings wrote: filters, want_*, x_*) by its value, in every
+// InlineRodata replaces each load of a frozen .rodata variable (the
+// settings attach wrote: filters, want_*, x_*) by its value, in every
 // program of spec. clang reads such a variable with a 64-bit map-value load
 // of its address and a load through it; the verifier knows the value (the
 // map is frozen) and removes the branches it decides, but the JIT still
@@ -28,7 +28,7 @@ import (
 // instruction) are left as they are. Call it after the variables are set
 // and before the programs load; the values are read in spec.ByteOrder.
 // Returns the number of loads replaced.
-func inlineRodata(spec *ebpf.CollectionSpec) (int, error) {
+func InlineRodata(spec *ebpf.CollectionSpec) (int, error) {
 	ro := spec.Maps[".rodata"]
 	if ro == nil || len(ro.Contents) != 1 {
 		return 0, nil
@@ -81,7 +81,7 @@ func inlineRodataInsns(insns asm.Instructions, data []byte, bo binary.ByteOrder)
 			continue
 		}
 		if mem.OpCode.Class() != asm.LdXClass || mem.OpCode.Mode() != asm.MemMode ||
-			mem.Src != ld.Dst || targets[slots[i+1]] || mem.Symbol() != "" {
+			mem.Src != ld.Dst || targets[slots[i+1]] || mem.Symbol() != "" || relocated(&ld) || relocated(&mem) {
 			continue
 		}
 		if mem.Dst != ld.Dst {
@@ -112,7 +112,7 @@ func inlineRodataInsns(insns asm.Instructions, data []byte, bo binary.ByteOrder)
 	dead := map[int]bool{}
 	for i := 0; i < len(insns); i++ {
 		ld := insns[i]
-		if !ld.IsLoadFromMap() || ld.Src != asm.PseudoMapValue || ld.Reference() != ".rodata" || ld.Symbol() != "" {
+		if !ld.IsLoadFromMap() || ld.Src != asm.PseudoMapValue || ld.Reference() != ".rodata" || ld.Symbol() != "" || relocated(&ld) {
 			continue
 		}
 		m, isDead, err := inlineKeptAddress(insns, slots, index, targets, i, data, bo)
@@ -173,7 +173,7 @@ scan:
 		op := ins.OpCode
 		regSrc := op.Source() == asm.RegSource
 		switch c := op.Class(); {
-		case c == asm.LdXClass && op.Mode() == asm.MemMode && ins.Src == rx && ins.Symbol() == "":
+		case c == asm.LdXClass && op.Mode() == asm.MemMode && ins.Src == rx && ins.Symbol() == "" && !relocated(&ins):
 			v, err := rodataValue(data, base+int(ins.Offset), ins, bo)
 			if err != nil {
 				return n, false, err
@@ -245,16 +245,23 @@ scan:
 	if n == 0 || other {
 		return n, false, nil
 	}
+	return n, deadBeyond(insns, slots, index, rx, dead, j, branches), nil
+}
+
+// deadBeyond reports whether rx is dead where inlineKeptAddress's scan
+// left the block: at j unless the block wrote it (dead), and at every
+// conditional jump's target it passed (branches).
+func deadBeyond(insns asm.Instructions, slots []int, index map[int]int, rx asm.Register, dead bool, j int, branches []int) bool {
 	budget := 256
 	if !dead && !deadAfter(insns, slots, index, j, rx, &budget) {
-		return n, false, nil
+		return false
 	}
 	for _, t := range branches {
 		if !deadAfter(insns, slots, index, t, rx, &budget) {
-			return n, false, nil
+			return false
 		}
 	}
-	return n, true, nil
+	return true
 }
 
 func jumpOffset(ins asm.Instruction) int {

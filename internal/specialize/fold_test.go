@@ -1,4 +1,4 @@
-package attach
+package specialize
 
 import (
 	"encoding/binary"
@@ -34,7 +34,7 @@ func TestSimplifyFoldsSettings(t *testing.T) {
 	}
 	in[2].Offset = 2 // to 5
 	in[6].Offset = 2 // to 9
-	out, n := simplify(in)
+	out, n := Simplify(in)
 	require.NotZero(t, n)
 	var kept []asm.Instruction
 	for _, ins := range out {
@@ -60,12 +60,12 @@ func TestSimplifyFoldsSettings(t *testing.T) {
 }
 
 // TestSimplifyKeepsUnknown: a jump on a value loaded from memory, a helper's
-// result or an immediate forFunc patches later (fn_slots) stays, and so do
+// result or an immediate ForFunc patches later (fn_slots) stays, and so do
 // both its paths and what they read.
 func TestSimplifyKeepsUnknown(t *testing.T) {
 	for name, setup := range map[string]asm.Instruction{
 		"memory":   asm.LoadMem(asm.R6, asm.R1, 0, asm.DWord),
-		"fn_slots": asm.LoadImm(asm.R6, fnSlotsAny, asm.DWord),
+		"fn_slots": asm.LoadImm(asm.R6, FnSlotsAny, asm.DWord),
 	} {
 		in := asm.Instructions{
 			setup.WithSymbol("prog"),
@@ -75,7 +75,7 @@ func TestSimplifyKeepsUnknown(t *testing.T) {
 			asm.Return(),
 		}
 		in[2].Offset = 1
-		out, _ := simplify(in)
+		out, _ := Simplify(in)
 		jumps := 0
 		for _, ins := range out {
 			if ins.OpCode.JumpOp() == asm.JGT {
@@ -94,7 +94,7 @@ func TestSimplifyKeepsUnknown(t *testing.T) {
 		asm.Return(),
 	}
 	in[2].Offset = 1
-	out, _ := simplify(in)
+	out, _ := Simplify(in)
 	assert.Equal(t, asm.JEq, out[2].OpCode.JumpOp(), "%v", out)
 }
 
@@ -115,7 +115,7 @@ func TestSimplifyDropsUncalled(t *testing.T) {
 		asm.Return(),
 	}
 	in[1].Offset = 2
-	out, _ := simplify(in)
+	out, _ := Simplify(in)
 	syms := map[string]bool{}
 	for _, ins := range out {
 		if s := ins.Symbol(); s != "" {
@@ -169,13 +169,13 @@ func branchOn(reg asm.Register, pre ...asm.Instruction) asm.Instructions {
 	return append(in, jump, asm.Mov.Imm(asm.R0, 1), asm.Return(), asm.Mov.Imm(asm.R0, 2), asm.Return())
 }
 
-// TestSimplifyInlinedSetting: the shape inlineRodata leaves, `rX = VALUE;
+// TestSimplifyInlinedSetting: the shape InlineRodata leaves, `rX = VALUE;
 // ja +0` before the jump that tests the setting: the nop is no block start
 // (its only other way in is the same state), so the jump folds; were every
 // `ja +0` a block start, nothing would fold.
 func TestSimplifyInlinedSetting(t *testing.T) {
-	// the setting, as inlineRodata leaves it; the jump is taken
-	out, _ := simplify(branchOn(asm.R1, asm.LoadImm(asm.R1, 0, asm.DWord), asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}))
+	// the setting, as InlineRodata leaves it; the jump is taken
+	out, _ := Simplify(branchOn(asm.R1, asm.LoadImm(asm.R1, 0, asm.DWord), asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}))
 	for _, ins := range out {
 		assert.NotEqual(t, asm.JEq, ins.OpCode.JumpOp(), "the setting's jump folds: %v", out)
 		assert.NotEqual(t, int64(1), ins.Constant, "the path it rules out goes: %v", out)
@@ -185,31 +185,31 @@ func TestSimplifyInlinedSetting(t *testing.T) {
 // TestSimplifyLoadAcquire: an atomic load-acquire writes its dst, so a
 // value known before it is not known after.
 func TestSimplifyLoadAcquire(t *testing.T) {
-	out, _ := simplify(branchOn(asm.R6, asm.Mov.Imm(asm.R6, 0), asm.LoadAcquire(asm.R6, asm.R1, asm.DWord, 0)))
+	out, _ := Simplify(branchOn(asm.R6, asm.Mov.Imm(asm.R6, 0), asm.LoadAcquire(asm.R6, asm.R1, asm.DWord, 0)))
 	assert.Equal(t, asm.JEq, out[2].OpCode.JumpOp(), "%v", out)
 }
 
 // TestSimplifyCORE: an immediate with a CO-RE relocation
 // (bpf_core_field_exists) is rewritten by cilium/ebpf at load, after
-// simplify: its jump stays and so does the instruction, relocation and
+// Simplify: its jump stays and so does the instruction, relocation and
 // all (folded on the compiled value, its relocation would sit on a nop,
 // which the load refuses).
 func TestSimplifyCORE(t *testing.T) {
 	relo := &btf.CORERelocation{}
 	in := branchOn(asm.R1, btf.WithCORERelocationMetadata(asm.Mov.Imm(asm.R1, 1), relo))
-	out, _ := simplify(in)
+	out, _ := Simplify(in)
 	require.Len(t, out, len(in))
 	assert.Equal(t, in[0].OpCode, out[0].OpCode)
 	assert.Same(t, relo, btf.CORERelocationMetadata(&out[0]))
 	assert.Equal(t, asm.JEq, out[1].OpCode.JumpOp())
 }
 
-// folds reports whether simplify decides branchOn's jump in pre's program
+// folds reports whether Simplify decides branchOn's jump in pre's program
 // (no conditional jump left) and, if so, whether the taken path (r0 = 2)
 // is the one kept.
 func folds(t *testing.T, reg asm.Register, pre ...asm.Instruction) (decided, taken bool) {
 	t.Helper()
-	out, _ := simplify(branchOn(reg, pre...))
+	out, _ := Simplify(branchOn(reg, pre...))
 	decided = true
 	for _, ins := range out {
 		if c := ins.OpCode.Class(); c.IsJump() && ins.OpCode.JumpOp() == asm.JEq {
@@ -308,7 +308,7 @@ func TestSimplifyMaterializes(t *testing.T) {
 		asm.Add.Reg(asm.R0, asm.R8),
 		asm.Return(),
 	}
-	out, _ := simplify(in)
+	out, _ := Simplify(in)
 	var kept asm.Instructions
 	for _, ins := range out {
 		if !isNop(ins) {
@@ -326,7 +326,7 @@ func TestSimplifyMaterializes(t *testing.T) {
 
 // TestSimplifyCOREStack: a CO-RE-relocated load or store at r10 (a local
 // copy of a kernel struct read or written by field) has its offset
-// rewritten at load, after simplify: the slot it reads is not known, the
+// rewritten at load, after Simplify: the slot it reads is not known, the
 // slots it writes are all forgotten, and a dead relocated load stays an
 // instruction (a nop carrying the relocation fails the load). None of
 // the committed objects has one: synthetic programs.
@@ -345,7 +345,7 @@ func TestSimplifyCOREStack(t *testing.T) {
 		asm.LoadMem(asm.R1, asm.RFP, -8, asm.DWord),
 	)
 	for name, in := range map[string]asm.Instructions{"relocated fill": fill, "relocated store": store} {
-		out, _ := simplify(in)
+		out, _ := Simplify(in)
 		kept := false
 		for _, ins := range out {
 			if ins.OpCode.JumpOp() == asm.JEq {
@@ -362,6 +362,6 @@ func TestSimplifyCOREStack(t *testing.T) {
 		asm.Mov.Imm(asm.R0, 0),
 		asm.Return(),
 	}
-	out, _ := simplify(dead)
+	out, _ := Simplify(dead)
 	assert.Equal(t, asm.LdXClass, out[0].OpCode.Class(), "a dead relocated fill stays: %v", out)
 }

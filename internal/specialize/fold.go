@@ -1,4 +1,4 @@
-package attach
+package specialize
 
 import (
 	"github.com/cilium/ebpf"
@@ -6,15 +6,15 @@ import (
 	"github.com/cilium/ebpf/btf"
 )
 
-// The settings a program reads are immediates once inlineRodata has run
-// (and forFunc has patched a function's argument count), and the verifier
+// The settings a program reads are immediates once InlineRodata has run
+// (and ForFunc has patched a function's argument count), and the verifier
 // then drops every branch they decide. It leaves the moves that fed those
 // branches, and the values computed only for the paths it dropped: 10-20
 // JIT instructions per program run on the predicate's rejection path
 // (insnprof, arm64 and amd64 7.3, fentry+fexit), which the
 // verifier's own opt_remove_dead_code and opt_remove_nops (kernel/bpf/
 // verifier.c) keep because they remove unreachable instructions only.
-// simplify does both steps before load: a conditional jump whose operands
+// Simplify does both steps before load: a conditional jump whose operands
 // are known constants becomes `ja` (taken) or `ja +0` (not taken), the
 // instructions no path reaches then are deleted (the verifier's check_cfg
 // refuses unreachable instructions; jumps are re-aimed, calls are by
@@ -25,38 +25,39 @@ import (
 // computation or fill whose value is known becomes the move of it, so its
 // operands' writes can go too: the cookie's fields, decided on one side
 // of a branch and tested after the join, fold this way (the rejecting
-// predicate body, docs/benchmarks.md). internal/attach/fold_diff_test.go
-// checks simplify against an interpreter on random programs.
+// predicate body, docs/benchmarks.md). fold_diff_test.go
+// checks Simplify against an interpreter on random programs.
 
-// simplifyPrograms runs simplify on every program of spec, after giving
-// the multi programs' fn_slots() and fn_scalars() immediates the values
-// that mean "not one function" (forFunc never patches them: the kernel
-// refuses their ctx reads, bpf_multi_func has no parameters), so that
-// the branches on them fold too.
-func simplifyPrograms(spec *ebpf.CollectionSpec) int {
+// SimplifyPrograms runs Simplify on every program of spec, after giving
+// the fn_slots() and fn_scalars() immediates of the programs multi names
+// (those loaded for several functions) the values that mean "not one
+// function" (ForFunc never patches them: the kernel refuses their ctx
+// reads, bpf_multi_func has no parameters), so that the branches on them
+// fold too. It returns how many instructions it changed.
+func SimplifyPrograms(spec *ebpf.CollectionSpec, multi func(name string) bool) int {
 	n := 0
 	for name, ps := range spec.Programs {
-		if _, multi := multiPrograms[name]; multi {
+		if multi(name) {
 			for i := range ps.Instructions {
 				switch ins := &ps.Instructions[i]; {
-				case isImm(ins, fnSlotsAny):
-					ins.Constant = int64(fnSlotsNone)
-				case isImm(ins, fnScalarsAny):
+				case isImm(ins, FnSlotsAny):
+					ins.Constant = int64(FnSlotsNone)
+				case isImm(ins, FnScalarsAny):
 					ins.Constant = 0
 				}
 			}
 		}
 		var k int
-		ps.Instructions, k = simplify(ps.Instructions)
+		ps.Instructions, k = Simplify(ps.Instructions)
 		n += k
 	}
 	return n
 }
 
-// simplify returns a copy of insns with decided jumps folded and dead
+// Simplify returns a copy of insns with decided jumps folded and dead
 // register writes turned into `ja +0`, and how many instructions it
 // changed.
-func simplify(in asm.Instructions) (asm.Instructions, int) {
+func Simplify(in asm.Instructions) (asm.Instructions, int) {
 	insns := make(asm.Instructions, 0, len(in))
 	for _, ins := range in {
 		insns = append(insns, ins)
@@ -107,7 +108,7 @@ func layout(insns asm.Instructions) (slots []int, index map[int]int, targets map
 		}
 		if off := jumpOffset(ins); off != 0 {
 			// A jump to the next instruction enters it with the state it
-			// falls through with: not a block start (inlineRodata leaves
+			// falls through with: not a block start (InlineRodata leaves
 			// `rX = VALUE; ja +0` before the jump that tests the setting).
 			targets[slots[i]+1+off] = true
 		}
@@ -281,46 +282,7 @@ func (st *constState) step(ins *asm.Instruction) (taken, decided bool) {
 	case op == asm.InvalidOpCode:
 		st.reset()
 	case c.IsALU():
-		dst := ins.Dst
-		if dst > asm.R9 {
-			st.reset()
-			return false, false
-		}
-		if relocated(ins) {
-			st.forget(dst) // a CO-RE value, rewritten at load
-			return false, false
-		}
-		// A stack address: r10 or a copy of one, moved or offset by an
-		// immediate (ALU64).
-		if c == asm.ALU64Class && ins.Offset == 0 {
-			if base, ok := st.fp(ins.Src); ok && op.Source() == asm.RegSource && op.ALUOp() == asm.Mov {
-				st.setFP(dst, base)
-				return false, false
-			}
-			if base, ok := st.fp(dst); ok && op.Source() == asm.ImmSource {
-				switch op.ALUOp() {
-				case asm.Add:
-					st.setFP(dst, base+ins.Constant)
-					return false, false
-				case asm.Sub:
-					st.setFP(dst, base-ins.Constant)
-					return false, false
-				}
-			}
-		}
-		var src uint64
-		srcKnown := true
-		if op.Source() == asm.RegSource {
-			src, srcKnown = st.reg(ins.Src)
-		} else {
-			src = uint64(ins.Constant) // sign-extended imm
-		}
-		d, dKnown := st.reg(dst)
-		if v, ok := aluFold(op, ins.Offset, dKnown, d, srcKnown, src, c == asm.ALU64Class); ok {
-			st.set(dst, v)
-		} else {
-			st.forget(dst)
-		}
+		st.stepALU(ins)
 	case c == asm.LdClass:
 		if op.IsDWordLoad() && ins.Src == asm.R0 && ins.Reference() == "" && !patchedLater(ins) && !relocated(ins) {
 			st.set(ins.Dst, uint64(ins.Constant))
@@ -330,74 +292,141 @@ func (st *constState) step(ins *asm.Instruction) (taken, decided bool) {
 			st.reset()
 		}
 	case c == asm.LdXClass:
-		if relocated(ins) {
-			// a CO-RE field offset, rewritten at load: the slot it
-			// reads is not known before then
-			st.forget(ins.Dst)
-			return false, false
-		}
-		base, isFP := st.fp(ins.Src)
-		v, ok := st.stack[int16(base+int64(ins.Offset))]
-		if isFP && ok && op.Mode() == asm.MemMode && op.Size() == asm.DWord && int64(int16(base+int64(ins.Offset))) == base+int64(ins.Offset) {
-			st.set(ins.Dst, v) // a fill of a known spill
-		} else {
-			st.forget(ins.Dst)
-		}
+		st.stepLoad(ins)
 	case c == asm.StClass || c == asm.StXClass:
-		size := int64(op.Size().Sizeof())
-		if relocated(ins) {
-			// a store at a CO-RE field offset, rewritten at load: any slot
-			st.stack = map[int16]uint64{}
-		} else {
-			st.clobberThrough(ins.Dst, ins.Offset, size)
-		}
-		if op.Mode() == asm.AtomicMode {
-			// fetch and xchg write src, cmpxchg r0, load-acquire
-			// (cilium's asm.LoadAcquire) dst, store-release memory
-			st.forget(ins.Src)
-			st.forget(ins.Dst)
-			st.forget(asm.R0)
-			return false, false
-		}
-		if relocated(ins) {
-			return false, false
-		}
-		base, isFP := st.fp(ins.Dst)
-		at := base + int64(ins.Offset)
-		if !isFP || size != 8 || op.Mode() != asm.MemMode || int64(int16(at)) != at {
-			return false, false
-		}
-		if c == asm.StClass {
-			st.stack[int16(at)] = uint64(ins.Constant)
-		} else if v, ok := st.reg(ins.Src); ok {
-			st.stack[int16(at)] = v
-		}
+		st.stepStore(ins)
 	case c.IsJump():
-		jop := op.JumpOp()
-		switch jop {
-		case asm.Call:
-			st.call(ins)
-			return false, false
-		case asm.Exit, asm.Ja:
-			return false, false
-		}
-		a, ok := st.reg(ins.Dst)
-		if !ok {
-			return false, false
-		}
-		var b uint64
-		if op.Source() == asm.RegSource {
-			if b, ok = st.reg(ins.Src); !ok {
-				return false, false
-			}
-		} else {
-			b = uint64(ins.Constant)
-		}
-		return jumpTaken(jop, a, b, c == asm.Jump32Class)
+		return st.stepJump(ins)
 	default:
 		st.reset()
 	}
 	return false, false
+}
+
+// stepALU applies an ALU instruction.
+func (st *constState) stepALU(ins *asm.Instruction) {
+	op, c, dst := ins.OpCode, ins.OpCode.Class(), ins.Dst
+	if dst > asm.R9 {
+		st.reset()
+		return
+	}
+	if relocated(ins) {
+		st.forget(dst) // a CO-RE value, rewritten at load
+		return
+	}
+	// A stack address: r10 or a copy of one, moved or offset by an
+	// immediate (ALU64).
+	if c == asm.ALU64Class && ins.Offset == 0 {
+		if base, ok := st.fp(ins.Src); ok && op.Source() == asm.RegSource && op.ALUOp() == asm.Mov {
+			st.setFP(dst, base)
+			return
+		}
+		if base, ok := st.fp(dst); ok && op.Source() == asm.ImmSource {
+			switch op.ALUOp() {
+			case asm.Add:
+				st.setFP(dst, base+ins.Constant)
+				return
+			case asm.Sub:
+				st.setFP(dst, base-ins.Constant)
+				return
+			}
+		}
+	}
+	var src uint64
+	srcKnown := true
+	if op.Source() == asm.RegSource {
+		src, srcKnown = st.reg(ins.Src)
+	} else {
+		src = uint64(ins.Constant) // sign-extended imm
+	}
+	d, dKnown := st.reg(dst)
+	if v, ok := aluFold(op, ins.Offset, dKnown, d, srcKnown, src, c == asm.ALU64Class); ok {
+		st.set(dst, v)
+	} else {
+		st.forget(dst)
+	}
+}
+
+// stepLoad applies a load from memory: a fill of a known 8-byte spill
+// gives its value.
+func (st *constState) stepLoad(ins *asm.Instruction) {
+	if relocated(ins) {
+		// a CO-RE field offset, rewritten at load: the slot it
+		// reads is not known before then
+		st.forget(ins.Dst)
+		return
+	}
+	op := ins.OpCode
+	base, isFP := st.fp(ins.Src)
+	at := base + int64(ins.Offset)
+	v, ok := st.stack[int16(at)]
+	if isFP && ok && op.Mode() == asm.MemMode && op.Size() == asm.DWord && int64(int16(at)) == at {
+		st.set(ins.Dst, v) // a fill of a known spill
+	} else {
+		st.forget(ins.Dst)
+	}
+}
+
+// stepStore applies a store or an atomic: the slots it may write are
+// forgotten, an 8-byte store of a known value at a known stack address
+// remembered.
+func (st *constState) stepStore(ins *asm.Instruction) {
+	op, c := ins.OpCode, ins.OpCode.Class()
+	size := int64(op.Size().Sizeof())
+	if relocated(ins) {
+		// a store at a CO-RE field offset, rewritten at load: any slot
+		st.stack = map[int16]uint64{}
+	} else {
+		st.clobberThrough(ins.Dst, ins.Offset, size)
+	}
+	if op.Mode() == asm.AtomicMode {
+		// fetch and xchg write src, cmpxchg r0, load-acquire
+		// (cilium's asm.LoadAcquire) dst, store-release memory
+		st.forget(ins.Src)
+		st.forget(ins.Dst)
+		st.forget(asm.R0)
+		return
+	}
+	if relocated(ins) {
+		return
+	}
+	base, isFP := st.fp(ins.Dst)
+	at := base + int64(ins.Offset)
+	if !isFP || size != 8 || op.Mode() != asm.MemMode || int64(int16(at)) != at {
+		return
+	}
+	if c == asm.StClass {
+		st.stack[int16(at)] = uint64(ins.Constant)
+	} else if v, ok := st.reg(ins.Src); ok {
+		st.stack[int16(at)] = v
+	}
+}
+
+// stepJump applies a jump, call or exit; a conditional jump on known
+// operands is decided.
+func (st *constState) stepJump(ins *asm.Instruction) (taken, decided bool) {
+	op := ins.OpCode
+	jop := op.JumpOp()
+	switch jop {
+	case asm.Call:
+		st.call(ins)
+		return false, false
+	case asm.Exit, asm.Ja:
+		return false, false
+	}
+	a, ok := st.reg(ins.Dst)
+	if !ok {
+		return false, false
+	}
+	var b uint64
+	if op.Source() == asm.RegSource {
+		if b, ok = st.reg(ins.Src); !ok {
+			return false, false
+		}
+	} else {
+		b = uint64(ins.Constant)
+	}
+	return jumpTaken(jop, a, b, op.Class() == asm.Jump32Class)
 }
 
 // foldJumps replaces the conditional jumps whose operands are known by
@@ -471,6 +500,13 @@ func foldJumps(insns asm.Instructions) int {
 			break
 		}
 	}
+	return rewriteKnown(insns, leader, in)
+}
+
+// rewriteKnown replaces, from the states at the leaders (in), each
+// computation or fill of a known value by the move of it and each
+// decided jump by `ja` or `ja +0`; it returns how many it replaced.
+func rewriteKnown(insns asm.Instructions, leader []bool, in []*constState) int {
 	n := 0
 	var st constState
 	for i := range insns {
@@ -528,15 +564,15 @@ func movImm(dst asm.Register, v uint64, wide bool) (mov asm.Instruction, fits bo
 
 // relocated reports whether ins carries a CO-RE relocation
 // (bpf_core_field_exists and the like: an immediate cilium/ebpf rewrites
-// at load, after simplify): its value is not known, and it stays.
+// at load, after Simplify): its value is not known, and it stays.
 func relocated(ins *asm.Instruction) bool {
 	return btf.CORERelocationMetadata(ins) != nil
 }
 
-// patchedLater reports whether ins is an immediate forFunc replaces per
+// patchedLater reports whether ins is an immediate ForFunc replaces per
 // function (fn_slots, fn_scalars): unknown until then.
 func patchedLater(ins *asm.Instruction) bool {
-	return isImm(ins, fnSlotsAny) || isImm(ins, fnScalarsAny)
+	return isImm(ins, FnSlotsAny) || isImm(ins, FnScalarsAny)
 }
 
 // dropUnreachable deletes the instructions no path from the program's

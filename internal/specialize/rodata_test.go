@@ -1,4 +1,4 @@
-package attach
+package specialize
 
 import (
 	"bytes"
@@ -132,7 +132,7 @@ func TestInlineRodataValues(t *testing.T) {
 	require.Zero(t, imms(spec.Programs["ftp_fexit"].Instructions, 0x5eed20000))
 	before := spec.Programs["ftp_fexit"].Copy()
 
-	n, err := inlineRodata(spec)
+	n, err := InlineRodata(spec)
 	require.NoError(t, err)
 	assert.Greater(t, n, 100)
 	assert.Positive(t, imms(spec.Programs["ftp_fexit"].Instructions, 0x5eed20000), "min_duration_ns in ftp_fexit")
@@ -211,6 +211,15 @@ func TestInlineKeptAddressBlocks(t *testing.T) {
 	assert.Equal(t, 1, n)
 	assert.Equal(t, asm.PseudoMapValue, out[0].Src)
 
+}
+
+// TestInlineKeptAddressCalls: r6-r9 survive helper and BPF-to-BPF calls,
+// the address in r1-r5 is dead at a helper without arguments and read by
+// one with arguments.
+func TestInlineKeptAddressCalls(t *testing.T) {
+	data := make([]byte, 8)
+	binary.LittleEndian.PutUint32(data[4:], 77)
+	nop := asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}
 	calls := asm.Instructions{
 		roLoad(asm.R6, 4),
 		asm.LoadMem(asm.R2, asm.R6, 0, asm.Word),
@@ -226,7 +235,7 @@ func TestInlineKeptAddressBlocks(t *testing.T) {
 		asm.Return(),
 	}
 	calls[3].Constant = 7 // slot 4 (after the first address's two) to "sub" at slot 12
-	out, n, err = inlineRodataInsns(calls, data, binary.LittleEndian)
+	out, n, err := inlineRodataInsns(calls, data, binary.LittleEndian)
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
 	assert.Equal(t, []asm.Instruction{nop, nop}, []asm.Instruction(out[0:2]))

@@ -1,4 +1,4 @@
-package attach
+package specialize
 
 import (
 	"encoding/binary"
@@ -12,16 +12,20 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 )
 
-// The differential test of simplify: random forward-only programs (ALU on
+// The differential test of Simplify: random forward-only programs (ALU on
 // immediates and registers, 64-bit immediates, stores and loads of every
 // size at r10-relative, misaligned and overlapping slots, stores through
 // a pointer into the stack, atomics on stack slots (fetching into a
 // register or r0, then often tested), conditional jumps, helper calls
-// with and without arguments) run on a small interpreter before and after
-// simplify, on the same inputs, must exit with the same r0, leave the
-// same stack bytes and make the same helper calls: simplify deletes only
+// with and without arguments, probe_read_kernel into the stack, kfunc
+// calls writing through r1, CO-RE-relocated immediates tested, which
+// the interpreter runs with another value than the compiled one, as
+// cilium/ebpf's relocation at load would) run on a small interpreter before and after
+// Simplify, on the same inputs, must exit with the same r0, leave the
+// same stack bytes and make the same helper calls: Simplify deletes only
 // instructions no run reaches and register writes (stack loads included)
 // no run reads, never a store or a call.
 
@@ -79,6 +83,21 @@ func (m *diffMachine) call(fn asm.BuiltinFunc) error {
 		m.reg[r] = h + uint64(r)*0x1234567
 	}
 	return nil
+}
+
+// kfunc runs a kfunc (kfunc(ptr)): r0 and the clobbered r1-r5 derive
+// from the call count, 8 bytes of it written at r1 if that is on the
+// stack.
+func (m *diffMachine) kfunc() {
+	m.calls++
+	h := m.calls * 0xd6e8feb86659fd93
+	m.trace, m.reg[0] = append(m.trace, 1<<32, m.reg[1]), h
+	if at, ok := m.addr(m.reg[1], 8); ok {
+		binary.LittleEndian.PutUint64(m.stack[at:], h)
+	}
+	for r := 1; r <= 5; r++ {
+		m.reg[r] = h + uint64(r)*0x7654321
+	}
 }
 
 // atomic runs an atomic read-modify-write on the stack (the kernel's
@@ -142,6 +161,11 @@ func diffRun(insns asm.Instructions, args [10]uint64) (*diffMachine, error) {
 		ins := insns[pc]
 		op, cls := ins.OpCode, ins.OpCode.Class()
 		pc++
+		if btf.CORERelocationMetadata(&ins) != nil {
+			// relocated at load, after Simplify: another value than
+			// the compiled one
+			ins.Constant ^= 1
+		}
 		switch {
 		case cls.IsALU():
 			d, s, mask := m.reg[ins.Dst], uint64(ins.Constant), uint64(63)
@@ -190,6 +214,8 @@ func diffRun(insns asm.Instructions, args [10]uint64) (*diffMachine, error) {
 			if err := m.call(asm.BuiltinFunc(ins.Constant)); err != nil {
 				return m, err
 			}
+		case ins.IsKfuncCall():
+			m.kfunc()
 		case cls == asm.JumpClass && op.JumpOp() == asm.Ja || cls.IsJump() && slices.Contains(diffJumps, op.JumpOp()):
 			a, b := m.reg[ins.Dst], uint64(ins.Constant)
 			if op.Source() == asm.RegSource {
@@ -226,117 +252,11 @@ func stImm(dst asm.Register, off int16, imm int64, size asm.Size) asm.Instructio
 // jumps often test a register just filled or written, so spills meet
 // fills and the tests on them.
 func diffGen(r *rand.Rand) asm.Instructions {
-	last := asm.R0
-	reg := func() asm.Register { return asm.Register(r.Intn(10)) }
-	dst := func() asm.Register { last = reg(); return last }
-	val := func() int64 { return diffVal(r) }
-	size := func() asm.Size { return []asm.Size{asm.DWord, asm.DWord, asm.Word, asm.Half, asm.Byte}[r.Intn(5)] }
-	var offs []int                  // the offsets used so far
-	off := func(s asm.Size) int16 { // -8..-32 or -64 or one used before, sometimes misaligned
-		o := -8 * (1 + r.Intn(4+4*r.Intn(2)))
-		if len(offs) > 0 && r.Intn(2) == 0 {
-			o = offs[r.Intn(len(offs))]
-		}
-		if r.Intn(4) == 0 {
-			o += []int{7, 4, 1 + r.Intn(7)}[r.Intn(3)] // the last byte of a slot, a half, any
-		}
-		offs = append(offs, min(o, -s.Sizeof()))
-		return int16(offs[len(offs)-1])
-	}
-	ptr := func(p asm.Register) []asm.Instruction { // p = r10 + off, moved or through a spill
-		add := asm.Add.Imm(p, int32(off(asm.DWord)))
-		if r.Intn(4) == 0 {
-			return []asm.Instruction{asm.Mov.Reg(p, asm.R10), add}
-		}
-		sp := off(asm.DWord)
-		return []asm.Instruction{asm.StoreMem(asm.R10, sp, asm.R10, asm.DWord), asm.LoadMem(p, asm.R10, sp, asm.DWord), add}
-	}
-	jump := func(d asm.Register) asm.Instruction {
-		cls, src := []asm.Class{asm.JumpClass, asm.JumpClass, asm.Jump32Class}[r.Intn(3)], asm.ImmSource
-		ins := asm.Instruction{Dst: d, Constant: val()}
-		if r.Intn(3) == 0 {
-			src, ins.Src, ins.Constant = asm.RegSource, reg(), 0
-		}
-		ins.OpCode = asm.OpCode(cls).SetJumpOp(diffJumps[r.Intn(len(diffJumps))]).SetSource(src)
-		return ins
-	}
+	g := &gen{r: r}
 	units := [][]asm.Instruction{{asm.Mov.Imm(asm.R0, 0).WithSymbol("prog")}}
 	jumpTo := []int{0} // per unit: how many units ahead its last instruction jumps; 0 none
 	for n, want := 1, 10+r.Intn(51); n < want-1; {
-		var u []asm.Instruction
-		dist := 1 + r.Intn(6)
-		switch k := r.Intn(21); {
-		case k < 2:
-			cls, src := []asm.Class{asm.ALU64Class, asm.ALU64Class, asm.ALUClass}[r.Intn(3)], asm.ImmSource
-			op := diffALU[r.Intn(len(diffALU))]
-			ins := asm.Instruction{Dst: dst(), Constant: val()}
-			if op == asm.LSh || op == asm.RSh {
-				ins.Constant = int64(r.Intn(map[asm.Class]int{asm.ALUClass: 32, asm.ALU64Class: 64}[cls]))
-			}
-			if r.Intn(2) == 0 {
-				src, ins.Src, ins.Constant = asm.RegSource, reg(), 0
-			}
-			ins.OpCode = asm.OpCode(cls).SetALUOp(op).SetSource(src)
-			u, dist = append(u, ins), 0
-		case k < 3:
-			u, dist = append(u, asm.LoadImm(dst(), []int64{val(), 1 << 32, -1 << 63, 0xffffffff}[r.Intn(4)], asm.DWord)), 0
-		case k < 5:
-			s := size()
-			u, dist = append(u, asm.StoreMem(asm.R10, off(s), reg(), s)), 0
-			if r.Intn(2) == 0 {
-				u[0] = stImm(asm.R10, off(s), val(), s)
-			}
-		case k < 6:
-			s := size()
-			u, dist = append(u, asm.LoadMem(dst(), asm.R10, off(s), s)), 0
-		case k < 9: // fill and test
-			u = append(u, asm.LoadMem(dst(), asm.R10, off(asm.DWord), asm.DWord), jump(last))
-		case k < 11: // a store through a pointer into the stack
-			p, s := asm.Register(1+r.Intn(9)), size()
-			u, dist = append(ptr(p), asm.StoreMem(p, 0, reg(), s)), 0
-			if r.Intn(2) == 0 {
-				u[len(u)-1] = stImm(p, 0, val(), s)
-			}
-			if r.Intn(3) == 0 {
-				u = append(u, asm.LoadMem(dst(), p, int16(-8*r.Intn(2)), asm.DWord))
-			}
-		case k < 13:
-			u = append(u, jump([]asm.Register{last, reg()}[r.Intn(2)]))
-		case k < 14:
-			u = append(u, asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)})
-		case k < 15:
-			u, dist = append(u, asm.FnGetCurrentPidTgid.Call()), 0
-		case k < 16: // get_func_arg(ctx, n, r10 + off), get_func_ret(ctx, r10 + off)
-			fn, p := []asm.BuiltinFunc{asm.FnGetFuncArg, asm.FnGetFuncRet}[r.Intn(2)], asm.R3
-			if fn == asm.FnGetFuncRet {
-				p = asm.R2
-			}
-			u, dist = append(ptr(p), fn.Call()), 0
-		case k < 21: // an atomic on a stack slot, at r10 + off or through a pointer
-			ops := []asm.AtomicOp{asm.AddAtomic, asm.FetchAdd, asm.AndAtomic, asm.FetchOr, asm.FetchXor, asm.Xchg, asm.CmpXchg}
-			s, src := []asm.Size{asm.DWord, asm.Word}[r.Intn(2)], asm.Register(r.Intn(10))
-			at := asm.R10
-			if r.Intn(2) == 0 {
-				at = asm.Register(1 + r.Intn(9))
-				u = ptr(at)
-				for src == at {
-					src = asm.Register(r.Intn(10))
-				}
-			}
-			u, dist = append(u, ops[r.Intn(len(ops))].Mem(at, src, s, off(s))), 0
-			if r.Intn(2) == 0 {
-				u = append(u, jump([]asm.Register{src, asm.R0}[r.Intn(2)]))
-				dist = 1 + r.Intn(6)
-			}
-		default: // probe_read_kernel(r10 + off, 1..16, r3), or on whatever r1-r3 hold
-			if r.Intn(4) > 0 {
-				u = append(ptr(asm.R1), asm.Mov.Imm(asm.R2, int32([]int{8, 1 + r.Intn(16)}[r.Intn(2)])), asm.Mov.Imm(asm.R3, int32(r.Intn(256))))
-			}
-			u, dist = append(u, asm.FnProbeReadKernel.Call()), 0
-			if r.Intn(8) == 0 {
-				u = append(u, asm.Return())
-			}
-		}
+		u, dist := g.unit()
 		units, jumpTo, n = append(units, u), append(jumpTo, dist), n+len(u)
 	}
 	units, jumpTo = append(units, []asm.Instruction{asm.Return()}), append(jumpTo, 0)
@@ -355,6 +275,164 @@ func diffGen(r *rand.Rand) asm.Instructions {
 		out = append(out, u...)
 	}
 	return out
+}
+
+// gen draws the parts of diffGen's programs.
+type gen struct {
+	r    *rand.Rand
+	last asm.Register // the register written last
+	offs []int        // the stack offsets used so far
+}
+
+func (g *gen) reg() asm.Register { return asm.Register(g.r.Intn(10)) }
+func (g *gen) dst() asm.Register { g.last = g.reg(); return g.last }
+func (g *gen) val() int64        { return diffVal(g.r) }
+func (g *gen) size() asm.Size {
+	return []asm.Size{asm.DWord, asm.DWord, asm.Word, asm.Half, asm.Byte}[g.r.Intn(5)]
+}
+
+// off is -8..-32 or -64 or one used before, sometimes misaligned.
+func (g *gen) off(s asm.Size) int16 {
+	r := g.r
+	o := -8 * (1 + r.Intn(4+4*r.Intn(2)))
+	if len(g.offs) > 0 && r.Intn(2) == 0 {
+		o = g.offs[r.Intn(len(g.offs))]
+	}
+	if r.Intn(4) == 0 {
+		o += []int{7, 4, 1 + r.Intn(7)}[r.Intn(3)] // the last byte of a slot, a half, any
+	}
+	g.offs = append(g.offs, min(o, -s.Sizeof()))
+	return int16(g.offs[len(g.offs)-1])
+}
+
+// ptr sets p = r10 + off, moved or through a spill.
+func (g *gen) ptr(p asm.Register) []asm.Instruction {
+	add := asm.Add.Imm(p, int32(g.off(asm.DWord)))
+	if g.r.Intn(4) == 0 {
+		return []asm.Instruction{asm.Mov.Reg(p, asm.R10), add}
+	}
+	sp := g.off(asm.DWord)
+	return []asm.Instruction{asm.StoreMem(asm.R10, sp, asm.R10, asm.DWord), asm.LoadMem(p, asm.R10, sp, asm.DWord), add}
+}
+
+// jump is a conditional jump on d, its offset set by diffGen.
+func (g *gen) jump(d asm.Register) asm.Instruction {
+	r := g.r
+	cls, src := []asm.Class{asm.JumpClass, asm.JumpClass, asm.Jump32Class}[r.Intn(3)], asm.ImmSource
+	ins := asm.Instruction{Dst: d, Constant: g.val()}
+	if r.Intn(3) == 0 {
+		src, ins.Src, ins.Constant = asm.RegSource, g.reg(), 0
+	}
+	ins.OpCode = asm.OpCode(cls).SetJumpOp(diffJumps[r.Intn(len(diffJumps))]).SetSource(src)
+	return ins
+}
+
+// alu is an ALU operation on an immediate or a register.
+func (g *gen) alu() asm.Instruction {
+	r := g.r
+	cls, src := []asm.Class{asm.ALU64Class, asm.ALU64Class, asm.ALUClass}[r.Intn(3)], asm.ImmSource
+	op := diffALU[r.Intn(len(diffALU))]
+	ins := asm.Instruction{Dst: g.dst(), Constant: g.val()}
+	if op == asm.LSh || op == asm.RSh {
+		ins.Constant = int64(r.Intn(map[asm.Class]int{asm.ALUClass: 32, asm.ALU64Class: 64}[cls]))
+	}
+	if r.Intn(2) == 0 {
+		src, ins.Src, ins.Constant = asm.RegSource, g.reg(), 0
+	}
+	ins.OpCode = asm.OpCode(cls).SetALUOp(op).SetSource(src)
+	return ins
+}
+
+// unit returns one unit and how many units ahead its last instruction
+// jumps (0: it is no jump).
+func (g *gen) unit() ([]asm.Instruction, int) {
+	r := g.r
+	dist := 1 + r.Intn(6)
+	switch k := r.Intn(25); {
+	case k < 2:
+		return []asm.Instruction{g.alu()}, 0
+	case k < 3:
+		return []asm.Instruction{asm.LoadImm(g.dst(), []int64{g.val(), 1 << 32, -1 << 63, 0xffffffff}[r.Intn(4)], asm.DWord)}, 0
+	case k < 5:
+		s := g.size()
+		if r.Intn(2) == 0 {
+			return []asm.Instruction{stImm(asm.R10, g.off(s), g.val(), s)}, 0
+		}
+		return []asm.Instruction{asm.StoreMem(asm.R10, g.off(s), g.reg(), s)}, 0
+	case k < 6:
+		s := g.size()
+		return []asm.Instruction{asm.LoadMem(g.dst(), asm.R10, g.off(s), s)}, 0
+	case k < 9: // fill and test
+		return []asm.Instruction{asm.LoadMem(g.dst(), asm.R10, g.off(asm.DWord), asm.DWord), g.jump(g.last)}, dist
+	case k < 11:
+		return g.storeThrough(), 0
+	case k < 13:
+		return []asm.Instruction{g.jump([]asm.Register{g.last, g.reg()}[r.Intn(2)])}, dist
+	case k < 14:
+		return []asm.Instruction{{OpCode: asm.Ja.Op(asm.ImmSource)}}, dist
+	case k < 15:
+		return []asm.Instruction{asm.FnGetCurrentPidTgid.Call()}, 0
+	case k < 16: // get_func_arg(ctx, n, r10 + off), get_func_ret(ctx, r10 + off)
+		fn, p := []asm.BuiltinFunc{asm.FnGetFuncArg, asm.FnGetFuncRet}[r.Intn(2)], asm.R3
+		if fn == asm.FnGetFuncRet {
+			p = asm.R2
+		}
+		return append(g.ptr(p), fn.Call()), 0
+	case k < 21:
+		return g.atomic()
+	case k < 22: // a kfunc: clobbers r0-r5, may write the stack through r1
+		return append(g.ptr(asm.R1), asm.Instruction{OpCode: asm.Call.Op(asm.ImmSource), Src: asm.PseudoKfuncCall, Constant: 1}), 0
+	case k < 23: // a CO-RE-relocated immediate (bpf_core_field_exists), then tested
+		mov := btf.WithCORERelocationMetadata(asm.Mov.Imm(g.dst(), int32(r.Intn(2))), &btf.CORERelocation{})
+		return []asm.Instruction{mov, g.jump(g.last)}, dist
+	}
+	// probe_read_kernel(r10 + off, 1..16, r3), or on whatever r1-r3 hold
+	var u []asm.Instruction
+	if r.Intn(4) > 0 {
+		u = append(g.ptr(asm.R1), asm.Mov.Imm(asm.R2, int32([]int{8, 1 + r.Intn(16)}[r.Intn(2)])), asm.Mov.Imm(asm.R3, int32(r.Intn(256))))
+	}
+	u = append(u, asm.FnProbeReadKernel.Call())
+	if r.Intn(8) == 0 {
+		u = append(u, asm.Return())
+	}
+	return u, 0
+}
+
+// storeThrough is a store through a pointer into the stack, sometimes
+// loaded back.
+func (g *gen) storeThrough() []asm.Instruction {
+	r := g.r
+	p, s := asm.Register(1+r.Intn(9)), g.size()
+	u := append(g.ptr(p), asm.StoreMem(p, 0, g.reg(), s))
+	if r.Intn(2) == 0 {
+		u[len(u)-1] = stImm(p, 0, g.val(), s)
+	}
+	if r.Intn(3) == 0 {
+		u = append(u, asm.LoadMem(g.dst(), p, int16(-8*r.Intn(2)), asm.DWord))
+	}
+	return u
+}
+
+// atomic is an atomic on a stack slot, at r10 + off or through a
+// pointer, its result sometimes tested.
+func (g *gen) atomic() ([]asm.Instruction, int) {
+	r := g.r
+	ops := []asm.AtomicOp{asm.AddAtomic, asm.FetchAdd, asm.AndAtomic, asm.FetchOr, asm.FetchXor, asm.Xchg, asm.CmpXchg}
+	s, src := []asm.Size{asm.DWord, asm.Word}[r.Intn(2)], asm.Register(r.Intn(10))
+	at := asm.R10
+	var u []asm.Instruction
+	if r.Intn(2) == 0 {
+		at = asm.Register(1 + r.Intn(9))
+		u = g.ptr(at)
+		for src == at {
+			src = asm.Register(r.Intn(10))
+		}
+	}
+	u = append(u, ops[r.Intn(len(ops))].Mem(at, src, s, g.off(s)))
+	if r.Intn(2) == 0 {
+		return append(u, g.jump([]asm.Register{src, asm.R0}[r.Intn(2)])), 1 + r.Intn(6)
+	}
+	return u, 0
 }
 
 // diffCheck runs orig and simp on the same inputs and reports how they differ.
@@ -378,11 +456,11 @@ func diffCheck(orig, simp asm.Instructions, args [10]uint64) error {
 }
 
 // diffSeed checks seed's program on three inputs: random, small, and from
-// the immediates; changed is how many instructions simplify changed.
+// the immediates; changed is how many instructions Simplify changed.
 func diffSeed(seed int64) (changed int, err error) {
 	r := rand.New(rand.NewSource(seed))
 	orig := diffGen(r)
-	simp, changed := simplify(orig)
+	simp, changed := Simplify(orig)
 	for k := range 3 {
 		var args [10]uint64
 		for i := range args {
