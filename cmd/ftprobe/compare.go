@@ -57,9 +57,6 @@ func newCompareCmd() *cobra.Command {
 			if err := checkCompareChoices(cfg); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, err)
 			}
-			if err := checkCompareModes(cfg.Modes); err != nil {
-				return exitcode.Wrap(exitcode.BadInput, err)
-			}
 			if err := bench.ValidModes(cfg.Modes); err != nil {
 				return exitcode.Wrap(exitcode.BadInput, err)
 			}

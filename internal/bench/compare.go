@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/expr"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
 	"github.com/ftprobe/ftprobe/internal/symbols"
+	"github.com/ftprobe/ftprobe/internal/trace"
 )
 
 // Config of a compare run.
@@ -415,17 +417,32 @@ func (c *Config) wantMode(m string) bool {
 	return false
 }
 
-// ValidModes checks --mode names: the measured HitModes (TraceModes are
-// among them).
+// ValidModes is nil when compare takes every --mode name in ms (the
+// measured HitModes), else the bad-input error for the first it does not:
+// for auto or another trace mode, what it is and what compare measures
+// instead; for an attach path compare does not measure, that features
+// reports it; for an unknown name, the modes.
 func ValidModes(ms []string) error {
-	for _, m := range ms {
-		ok := false
-		for _, x := range HitModeNames() {
-			ok = ok || x == m
+	valid := HitModeNames()
+	list := strings.Join(valid, ", ")
+	for _, name := range ms {
+		if slices.Contains(valid, name) {
+			continue
 		}
-		if !ok {
-			return fmt.Errorf("%w: --mode %q: want one of %s", ErrBadInput, m, strings.Join(HitModeNames(), ", "))
+		if name == trace.ModeAuto {
+			return fmt.Errorf("--mode auto: auto is a trace and stat mode (the kernel's best attach path); compare measures each attach path or pair by name (modes: %s)", list)
 		}
+		if m, ok := attach.TraceModeByName(name); ok {
+			var paths []string
+			for _, p := range m.Paths {
+				paths = append(paths, string(p))
+			}
+			return fmt.Errorf("--mode %s: %s is a trace and stat mode; compare measures its attach paths one by one: %s (modes: %s)", name, name, strings.Join(paths, ", "), list)
+		}
+		if _, ok := attach.PathByName(name); ok {
+			return fmt.Errorf("--mode %s: %s is one attach path, reported by features; compare does not measure it (modes: %s)", name, name, list)
+		}
+		return fmt.Errorf("--mode %q: want %s", name, list)
 	}
 	return nil
 }
