@@ -22,6 +22,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/events"
 	"github.com/ftprobe/ftprobe/internal/expr"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/plural"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 	"github.com/ftprobe/ftprobe/internal/trace"
 )
@@ -786,7 +787,7 @@ func candidates(k *symbols.Kernel, n int, exclude string) ([]*symbols.Func, erro
 		}
 	}
 	if len(out) < n {
-		return out, fmt.Errorf("%w: only %d functions are traceable in both modes here, fewer than N=%d", ErrBadInput, len(out), n)
+		return out, fmt.Errorf("%w: only %s traceable in both modes here, fewer than N=%d", ErrBadInput, plural.Count(len(out), "function"), n)
 	}
 	return out, nil
 }

@@ -15,6 +15,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/ftprobe/ftprobe/internal/plural"
 )
 
 // WriteText prints the report as aligned tables.
@@ -37,7 +39,7 @@ func (r *Report) WriteText(w io.Writer) {
 // writeTextHeader prints the kernel, machine and run header lines.
 func (r *Report) writeTextHeader(w io.Writer) {
 	h := r.Header
-	fmt.Fprintf(w, "ftprobe compare: kernel %s %s, %s, %d CPUs, %d runs (median [min..max])\n", h.Release, h.Arch, h.CPU, h.CPUs, h.Runs)
+	fmt.Fprintf(w, "ftprobe compare: kernel %s %s, %s, %s, %s (median [min..max])\n", h.Release, h.Arch, h.CPU, plural.Count(h.CPUs, "CPU"), plural.Count(h.Runs, "run"))
 	if h.Version != "" {
 		fmt.Fprintf(w, "ftprobe %s\n", h.Version)
 	}
