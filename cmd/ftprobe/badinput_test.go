@@ -30,21 +30,75 @@ import (
 func TestCLIBadInput(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	e := newBadInputEnv(t)
+	var cases []badInput
+	for _, part := range [][]badInput{commandLineBadInput(), traceBadInput(e), statListBadInput(), compareBadInput(e.dir), workloadVMBadInput(e.dir)} {
+		cases = append(cases, part...)
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(c.args, &stdout, &stderr)
+			assert.Equal(t, 2, code, "stderr: %s", stderr.String())
+			assert.Contains(t, stderr.String(), c.msg)
+			assert.True(t, strings.HasPrefix(stderr.String(), "ftprobe: "), "one ftprobe: line: %q", stderr.String())
+			if slices.Contains(c.args, "--mode") {
+				assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
+			}
+			assert.NotContains(t, stderr.String(), "errno")
+			assert.NotContains(t, stderr.String(), "tracefs", "decided before any kernel check")
+		})
+	}
+}
+
+// TestCLIInputLimits checks that the limits themselves pass the input
+// checks: a 15-byte comm, this process and one of its threads, every
+// pattern form.
+func TestCLIInputLimits(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid := os.Getpid()
+	other := otherThread(t, pid)
+	o := trace.Options{Patterns: []string{"vfs_*", "do_sys_openat2 [vmlinux]", "ext4:ext4_*", "foo@0xffff0000"}, Excludes: []string{"vfs_statx*"},
+		Mode: "auto", Output: "text", RingbufSize: 4 << 20, MaxFunctions: 2000}
+	o.Filters.Comm, o.Filters.TGID = strings.Repeat("c", 15), uint32(pid)
+	o.Filters.TID, _ = parseU32(other)
+	assert.NoError(t, checkTraceInput(&o))
+	o.Filters = attach.Filters{}
+	o.Command = []string{"/bin/true"}
+	assert.NoError(t, checkTraceInput(&o))
+	assert.NoError(t, checkVMInput("", "auto", "", 1, 128, 1, []string{"A=", "B=c=d"}))
+}
+
+// badInput is a command line and the message it must exit 2 with.
+type badInput struct {
+	args []string
+	msg  string
+}
+
+// badInputEnv is what the cases name: this process (pid, self), another
+// of its threads, a pid no task can have (missing), a 16-byte comm (one
+// byte too many) and a temporary directory.
+type badInputEnv struct {
+	pid                           int
+	self, other, missing, sixteen string
+	dir                           string
+}
+
+func newBadInputEnv(t *testing.T) badInputEnv {
 	pid := os.Getpid()
 	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
 	require.NoError(t, err)
 	pidMax, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	require.NoError(t, err)
-	missing := strconv.Itoa(pidMax + 1) // no task can have it
-	other := otherThread(t, pid)
-	self := strconv.Itoa(pid)
-	fifteen, sixteen := strings.Repeat("c", 15), strings.Repeat("c", 16)
-	dir := t.TempDir()
+	return badInputEnv{pid: pid, self: strconv.Itoa(pid), other: otherThread(t, pid), missing: strconv.Itoa(pidMax + 1),
+		sixteen: strings.Repeat("c", 16), dir: t.TempDir()}
+}
 
-	for _, c := range []struct {
-		args []string
-		msg  string
-	}{
+// commandLineBadInput are the bad inputs of the command line itself:
+// commands, flags and help topics.
+func commandLineBadInput() []badInput {
+	return []badInput{
 		// The command line itself.
 		{[]string{"bogus"}, `unknown command "bogus" for "ftprobe"`},
 		{[]string{"trac"}, "Did you mean this?\n\ttrace"},
@@ -55,7 +109,13 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"features", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"features", "extra"}, `unknown command "extra" for "ftprobe features"`},
 		{[]string{"demo", "--count", "x"}, `invalid argument "x" for "--count"`},
+	}
+}
 
+// traceBadInput are the bad inputs of trace: arguments, patterns, flag
+// values, filters, expressions, output and --entry.
+func traceBadInput(e badInputEnv) []badInput {
+	return []badInput{
 		// trace: arguments and patterns.
 		{[]string{"trace"}, "requires at least 1 arg(s), only received 0"},
 		{[]string{"trace", "vfs_read", "--"}, "trace: nothing after --"},
@@ -83,7 +143,7 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"trace", "--stats-every", "-1m", "vfs_read"}, "--stats-every -1m0s: want 0 (off) or more"},
 		{[]string{"trace", "--max-functions", "-1", "vfs_read"}, "--max-functions -1: want 0 (no limit) or more"},
 		// trace: filters.
-		{[]string{"trace", "--comm", sixteen, "vfs_read"}, fmt.Sprintf(`--comm %q: bad filter: 16 bytes, longer than the kernel's 15-byte comm`, sixteen)},
+		{[]string{"trace", "--comm", e.sixteen, "vfs_read"}, fmt.Sprintf(`--comm %q: bad filter: 16 bytes, longer than the kernel's 15-byte comm`, e.sixteen)},
 		{[]string{"trace", "--min-duration", "-1ms", "vfs_read"}, "--min-duration -1ms: bad filter: want 0 (off) or more"},
 		// trace: --arg/--filter expressions (syntax; types need BTF: test/kernel).
 		{[]string{"trace", "--filter", "count ==", "vfs_read"}, `trace --filter "count ==": syntax error at column 9: want a name, a number, a string or '(', found the end`},
@@ -93,15 +153,15 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"trace", "--filter", `name == "abc`, "vfs_read"}, `trace --filter "name == \"abc": syntax error at column 9: unterminated literal`},
 		{[]string{"trace", "--arg", "a", "--arg", "b", "--arg", "c", "--arg", "d", "--arg", "e", "vfs_read"}, "--arg: 5 expressions, at most 4 per trace"},
 		{[]string{"trace", "--strings", "--arg", "count", "vfs_read"}, "trace: --arg with --strings or --stack is not supported yet"},
-		{[]string{"trace", "--pid", missing, "vfs_read"}, fmt.Sprintf("trace: --pid %s: no such process or thread: no process or thread %s (no /proc/%s); nothing would be traced", missing, missing, missing)},
-		{[]string{"trace", "--tid", missing, "vfs_read"}, fmt.Sprintf("trace: --tid %s: no such process or thread: no process or thread %s (no /proc/%s)", missing, missing, missing)},
-		{[]string{"trace", "--pid", other, "vfs_read"}, fmt.Sprintf("--pid %s: no such process or thread: %s is a thread of process %d, not a process (use --tid %s, or --pid %d)", other, other, pid, other, pid)},
-		{[]string{"trace", "--pid", "1", "--tid", other, "vfs_read"}, fmt.Sprintf("--tid %s: no such process or thread: thread %s belongs to process %d, not --pid 1", other, other, pid)},
+		{[]string{"trace", "--pid", e.missing, "vfs_read"}, fmt.Sprintf("trace: --pid %s: no such process or thread: no process or thread %s (no /proc/%s); nothing would be traced", e.missing, e.missing, e.missing)},
+		{[]string{"trace", "--tid", e.missing, "vfs_read"}, fmt.Sprintf("trace: --tid %s: no such process or thread: no process or thread %s (no /proc/%s)", e.missing, e.missing, e.missing)},
+		{[]string{"trace", "--pid", e.other, "vfs_read"}, fmt.Sprintf("--pid %s: no such process or thread: %s is a thread of process %d, not a process (use --tid %s, or --pid %d)", e.other, e.other, e.pid, e.other, e.pid)},
+		{[]string{"trace", "--pid", "1", "--tid", e.other, "vfs_read"}, fmt.Sprintf("--tid %s: no such process or thread: thread %s belongs to process %d, not --pid 1", e.other, e.other, e.pid)},
 		{[]string{"trace", "--pid", "abc", "vfs_read"}, `invalid argument "abc" for "--pid"`},
 		// trace: output.
-		{[]string{"trace", "-o", dir, "vfs_read"}, "-o " + dir + ": is a directory"},
-		{[]string{"trace", "-o", dir + "/no/such/dir/t.jsonl", "vfs_read"}, "-o " + dir + "/no/such/dir/t.jsonl: stat " + dir + "/no/such/dir: no such file or directory"},
-		{[]string{"trace", "--pid", self, "vfs_read", "--", "/bin/true"}, "trace: --pid/--tid with -- COMMAND"},
+		{[]string{"trace", "-o", e.dir, "vfs_read"}, "-o " + e.dir + ": is a directory"},
+		{[]string{"trace", "-o", e.dir + "/no/such/dir/t.jsonl", "vfs_read"}, "-o " + e.dir + "/no/such/dir/t.jsonl: stat " + e.dir + "/no/such/dir: no such file or directory"},
+		{[]string{"trace", "--pid", e.self, "vfs_read", "--", "/bin/true"}, "trace: --pid/--tid with -- COMMAND"},
 
 		// trace --entry: what the call trees do not combine with.
 		{[]string{"trace", "--entry", "do_sys_openat2", "--quiet", "path_*"}, "trace --entry do_sys_openat2 with --quiet (stat): the call trees are per-call output"},
@@ -112,7 +172,12 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"trace", "--entry", "do_sys_openat2", "--graph", "path_*"}, "trace --entry do_sys_openat2 with --graph: --entry prints its own call tree"},
 		{[]string{"trace", "--entry", "do_sys_[", "path_*"}, `trace --entry: pattern "do_sys_[": syntax error in pattern`},
 		{[]string{"trace", "--entry", "", "path_*"}, "trace --entry: empty function pattern"},
+	}
+}
 
+// statListBadInput are the bad inputs of stat and list.
+func statListBadInput() []badInput {
+	return []badInput{
 		// stat (trace --quiet): tables only.
 		{[]string{"stat", "--interval", "0", "vfs_read"}, "--interval 0s: want a positive duration"},
 		{[]string{"stat", "--interval", "-1s", "vfs_read"}, "--interval -1s: want a positive duration"},
@@ -130,7 +195,12 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"list"}, "requires at least 1 arg(s), only received 0"},
 		{[]string{"list", "vfs_["}, `list: pattern "vfs_[": syntax error in pattern`},
 		{[]string{"list", "--exclude", "[", "vfs_*"}, `list: pattern "[": syntax error in pattern`},
+	}
+}
 
+// compareBadInput are the bad inputs of compare.
+func compareBadInput(dir string) []badInput {
+	return []badInput{
 		// compare.
 		{[]string{"compare", "extra"}, `unknown command "extra" for "ftprobe compare"`},
 		{[]string{"compare", "--scenario", "bogus"}, `--scenario "bogus": want hit, attach, crowd, stream`},
@@ -152,7 +222,12 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"compare", "--json", dir + "/no/such/dir/r.json"}, "--json " + dir + "/no/such/dir/r.json: stat " + dir + "/no/such/dir: no such file or directory"},
 		{[]string{"compare", "--plot", dir}, "--plot " + dir + ": want FILE.svg or FILE.png"},
 		{[]string{"compare", "--plot", dir + "/x/p.svg"}, "--plot " + dir + "/x/p.svg: stat " + dir + "/x: no such file or directory"},
+	}
+}
 
+// workloadVMBadInput are the bad inputs of workload and vm.
+func workloadVMBadInput(dir string) []badInput {
+	return []badInput{
 		// workload.
 		{[]string{"workload"}, "accepts 1 arg(s), received 0"},
 		{[]string{"workload", "bogus"}, `workload: unknown kind "bogus" (want open, openfail, read or syscall)`},
@@ -169,32 +244,7 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"vm", "--guest-binary", dir + "/none", "--", "version"}, "vm --guest-binary: stat " + dir + "/none: no such file or directory"},
 		{[]string{"vm", "--kernel", dir + "/none", "--", "version"}, "vm --kernel " + dir + "/none: kernel image: open " + dir + "/none: no such file or directory"},
 		{[]string{"vm", "--add", "nocolon", "--", "version"}, "nocolon"},
-	} {
-		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := run(c.args, &stdout, &stderr)
-			assert.Equal(t, 2, code, "stderr: %s", stderr.String())
-			assert.Contains(t, stderr.String(), c.msg)
-			assert.True(t, strings.HasPrefix(stderr.String(), "ftprobe: "), "one ftprobe: line: %q", stderr.String())
-			if slices.Contains(c.args, "--mode") {
-				assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
-			}
-			assert.NotContains(t, stderr.String(), "errno")
-			assert.NotContains(t, stderr.String(), "tracefs", "decided before any kernel check")
-		})
 	}
-
-	// The limits themselves pass the input checks: a 15-byte comm, this
-	// process and one of its threads, every pattern form.
-	o := trace.Options{Patterns: []string{"vfs_*", "do_sys_openat2 [vmlinux]", "ext4:ext4_*", "foo@0xffff0000"}, Excludes: []string{"vfs_statx*"},
-		Mode: "auto", Output: "text", RingbufSize: 4 << 20, MaxFunctions: 2000}
-	o.Filters.Comm, o.Filters.TGID = fifteen, uint32(pid)
-	o.Filters.TID, _ = parseU32(other)
-	assert.NoError(t, checkTraceInput(&o))
-	o.Filters = attach.Filters{}
-	o.Command = []string{"/bin/true"}
-	assert.NoError(t, checkTraceInput(&o))
-	assert.NoError(t, checkVMInput("", "auto", "", 1, 128, 1, []string{"A=", "B=c=d"}))
 }
 
 func parseU32(s string) (uint32, error) {

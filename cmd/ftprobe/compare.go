@@ -22,143 +22,168 @@ import (
 	"github.com/ftprobe/ftprobe/internal/trial"
 )
 
+// compareOptions are compare's flags.
+type compareOptions struct {
+	cfg               bench.Config
+	out               reportFiles
+	attachNs, crowdKs string
+	reader, schema    string
+	merge             mergeArgs // --from, --baseline, --threshold
+	quiet             bool
+}
+
 func newCompareCmd() *cobra.Command {
-	var (
-		cfg                                  bench.Config
-		jsonFile, plotFile, mdFile, attachNs string
-		crowdKs, reader, schema, baseline    string
-		from                                 []string
-		threshold                            float64
-		quiet                                bool
-	)
+	var o compareOptions
 	cmd := &cobra.Command{
 		Use:   "compare",
 		Short: "Benchmark the attach paths side by side: hit cost, attach time, crowding and streaming",
 		Long:  compareLong(),
 		Args: func(cmd *cobra.Command, args []string) error {
 			// --schema merge: the flag's optional value as a word.
-			if schema != "" && len(args) == 1 && isSchemaKind(args[0]) {
-				schema = args[0]
+			if o.schema != "" && len(args) == 1 && isSchemaKind(args[0]) {
+				o.schema = args[0]
 				return nil
 			}
 			return cobra.NoArgs(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if schema != "" {
-				return printSchema(cmd.OutOrStdout(), schema)
+			if o.schema != "" {
+				return printSchema(cmd.OutOrStdout(), o.schema)
 			}
-			var err error
-			if cfg.AttachN, err = parseInts(attachNs, "--attach-n"); err != nil {
+			if err := o.check(); err != nil {
 				return err
 			}
-			if cfg.CrowdK, err = parseInts(crowdKs, "--crowd-k"); err != nil {
-				return err
+			if len(o.merge.from) > 1 || o.merge.baseline != "" {
+				return runMerge(cmd, o.merge, o.out)
 			}
-			if err := checkCompareChoices(cfg); err != nil {
-				return exitcode.Wrap(exitcode.BadInput, err)
-			}
-			if err := checkCompareModes(cfg.Modes); err != nil {
-				return exitcode.Wrap(exitcode.BadInput, err)
-			}
-			if err := bench.ValidModes(cfg.Modes); err != nil {
-				return exitcode.Wrap(exitcode.BadInput, err)
-			}
-			if err := checkCompareNumbers(&cfg, reader); err != nil {
-				return exitcode.Wrap(exitcode.BadInput, err)
-			}
-			if err := checkCompareOutputs(reportFiles{jsonFile, plotFile, mdFile}); err != nil {
-				return exitcode.Wrap(exitcode.BadInput, err)
-			}
-			if len(from) > 1 || baseline != "" {
-				return runMerge(cmd, mergeArgs{from, baseline, threshold}, reportFiles{jsonFile, plotFile, mdFile})
-			}
-			if len(from) == 1 {
-				rep, err := bench.ReadReport(from[0])
+			if len(o.merge.from) == 1 {
+				rep, err := bench.ReadReport(o.merge.from[0])
 				if err != nil {
 					return exitcode.Wrap(exitcode.BadInput, err)
 				}
-				return emitReport(cmd, rep, reportFiles{jsonFile, plotFile, mdFile})
+				return emitReport(cmd, rep, o.out)
 			}
-			if err := needPrivilege("compare"); err != nil {
-				return err
-			}
-			kin := kfeat.Load()
-			if !kfeat.TracefsMounted() {
-				return exitcode.Wrap(exitcode.Unsupported, symbols.ErrNoTracefs)
-			}
-			k, _, err := trial.LoadKernel(kin)
-			if err != nil {
-				return symbolsError("compare", err)
-			}
-			if !cmd.Flags().Changed("attach-n") && kin.Emulated == "QEMU TCG" && slices.Contains(cfg.Scenarios, "attach") {
-				cfg.AttachN = []int{1, 10, 100}
-				fmt.Fprintln(cmd.ErrOrStderr(), "ftprobe compare: emulated kernel: --attach-n defaults to 1,10,100 (1000 fentry attaches take many minutes under TCG)")
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			tty := false
-			if f, ok := cmd.ErrOrStderr().(*os.File); ok {
-				tty = term.IsTerminal(int(f.Fd()))
-			}
-			if !quiet {
-				// One line redrawn on a terminal; plain lines in a log.
-				cfg.Progress = func(m string) {
-					if tty {
-						fmt.Fprintf(cmd.ErrOrStderr(), "\r\033[K%s", m)
-					} else {
-						fmt.Fprintln(cmd.ErrOrStderr(), m)
-					}
-				}
-			}
-			if err := bench.ValidateTarget(k, cfg.Target); err != nil {
-				return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("compare: %w", err))
-			}
-			cfg.Version = version + " (" + revision + ")"
-			rep, err := bench.Run(ctx, kin, k, cfg)
-			if !quiet && tty {
-				fmt.Fprintln(cmd.ErrOrStderr())
-			}
-			if rep != nil {
-				if eerr := emitReport(cmd, rep, reportFiles{jsonFile, plotFile, mdFile}); eerr != nil {
-					return eerr
-				}
-			}
-			if err != nil {
-				code := exitcode.Failure
-				if errors.Is(err, bench.ErrBadInput) {
-					code = exitcode.BadInput
-				}
-				return exitcode.Wrap(code, fmt.Errorf("compare: %w", err))
-			}
-			return nil
+			return runCompare(cmd, &o)
 		},
 	}
-	f := cmd.Flags()
-	f.StringSliceVar(&cfg.Scenarios, "scenario", bench.Names(bench.Scenarios, true), "scenarios to run: "+strings.Join(bench.Names(bench.Scenarios, false), ", ")+" (described above)")
-	f.StringSliceVar(&cfg.Triggers, "trigger", bench.Names(bench.Triggers, true), "hit scenario's triggers: "+strings.Join(bench.Names(bench.Triggers, false), ", "))
-	f.StringSliceVar(&cfg.Bodies, "body", bench.Names(bench.Bodies, true), "hit scenario's program bodies: "+strings.Join(bench.Names(bench.Bodies, false), ", ")+" (described above)")
-	f.StringSliceVar(&cfg.Modes, "mode", nil, "hit modes to measure (default all): "+strings.Join(bench.HitModeNames(), ", "))
-	f.IntVar(&cfg.Runs, "runs", 5, "measured runs per mode (after one warm-up)")
-	f.IntVar(&cfg.Calls, "calls", 200000, "calls of the target per measurement (kernel trigger)")
-	f.IntVar(&cfg.SyscallCalls, "syscall-calls", 20000, "calls per measurement (syscall trigger)")
-	f.IntVar(&cfg.Batch, "batch", 1000, "kernel trigger: calls per BPF_PROG_TEST_RUN")
-	f.StringVar(&attachNs, "attach-n", "1,10,100,1000", "attach scenario: numbers of functions")
-	f.StringVar(&crowdKs, "crowd-k", "0,10,100", "crowd scenario: numbers of other traced functions")
-	f.StringSliceVar(&cfg.CrowdBy, "crowd-by", bench.Names(bench.CrowdBys, true), "crowd scenario: who traces the K other functions: "+choicesInline(bench.CrowdBys))
-	f.Uint32Var(&cfg.RingbufSize, "buffer-size", 4<<20, "ringbuf bytes for streaming, and for trace bodies with --reader during (at least this much with --reader after)")
-	f.StringVar(&reader, "reader", "after", "trace bodies' ringbuf reader: after (drains after each timed run, from a ringbuf sized to hold it: the hit cost is what the traced thread pays) or during (drains while the calls are timed, as trace does: its work counts where it shares a CPU with the measured thread, always under single-threaded TCG)")
-	f.IntVar(&cfg.StreamCalls, "stream-calls", 200000, "calls in the streaming scenario")
-	f.StringVar(&cfg.Target, "target", "", "syscall trigger: probe this function instead of the getppid(2) handler (it must run once per getppid call; differences are reported as misses)")
-	f.StringVar(&jsonFile, "json", "", "write the report as JSON to FILE (schema ftprobe-compare/v1, raw samples included); - prints it instead of the table")
-	f.StringArrayVar(&from, "from", nil, "render a saved JSON report (table, --plot, --markdown) instead of measuring; repeated, put the reports side by side: one table per scenario, a column per kernel, columns grouped by clock (icount, tcg, hw), --json writing the merged document ("+bench.MergeSchemaID+")")
-	f.StringVar(&baseline, "baseline", "", "with --from: compare every cell with the same one in OLD.json (a compare report or a merged document); exit 1 when a cell regressed (see above)")
-	f.Float64Var(&threshold, "threshold", bench.DefaultThreshold, "with --baseline: percent of the old median a cell must rise by, past both reports' run-to-run ranges, to be a regression")
-	f.StringVar(&plotFile, "plot", "", "draw ns/hit by mode and attach time against N into FILE.svg or FILE.png")
-	f.StringVar(&mdFile, "markdown", "", "write the hit costs as Markdown tables to FILE (ns over baseline, x empty, x timed; what docs/benchmarks.md shows)")
-	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
-	f.StringVar(&schema, "schema", "", "print the JSON Schema of the --json document and exit: report (one run, "+bench.SchemaID+"; the default) or merge (several --from, "+bench.MergeSchemaID+")")
-	f.Lookup("schema").NoOptDefVal = "report"
+	o.addFlags(cmd)
 	return cmd
+}
+
+// check validates every flag value that needs no kernel (exit 2).
+func (o *compareOptions) check() error {
+	var err error
+	if o.cfg.AttachN, err = parseInts(o.attachNs, "--attach-n"); err != nil {
+		return err
+	}
+	if o.cfg.CrowdK, err = parseInts(o.crowdKs, "--crowd-k"); err != nil {
+		return err
+	}
+	if err := checkCompareChoices(o.cfg); err != nil {
+		return exitcode.Wrap(exitcode.BadInput, err)
+	}
+	if err := bench.ValidModes(o.cfg.Modes); err != nil {
+		return exitcode.Wrap(exitcode.BadInput, err)
+	}
+	if err := checkCompareNumbers(&o.cfg, o.reader); err != nil {
+		return exitcode.Wrap(exitcode.BadInput, err)
+	}
+	if err := checkCompareOutputs(o.out); err != nil {
+		return exitcode.Wrap(exitcode.BadInput, err)
+	}
+	return nil
+}
+
+// runCompare measures this kernel and writes the report, the part
+// measured so far when interrupted.
+func runCompare(cmd *cobra.Command, o *compareOptions) error {
+	if err := needPrivilege("compare"); err != nil {
+		return err
+	}
+	kin := kfeat.Load()
+	if !kfeat.TracefsMounted() {
+		return exitcode.Wrap(exitcode.Unsupported, symbols.ErrNoTracefs)
+	}
+	k, _, err := trial.LoadKernel(kin)
+	if err != nil {
+		return symbolsError("compare", err)
+	}
+	cfg := o.cfg
+	if !cmd.Flags().Changed("attach-n") && kin.Emulated == "QEMU TCG" && slices.Contains(cfg.Scenarios, "attach") {
+		cfg.AttachN = []int{1, 10, 100}
+		fmt.Fprintln(cmd.ErrOrStderr(), "ftprobe compare: emulated kernel: --attach-n defaults to 1,10,100 (1000 fentry attaches take many minutes under TCG)")
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tty := false
+	if f, ok := cmd.ErrOrStderr().(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	if !o.quiet {
+		cfg.Progress = progressLine(cmd.ErrOrStderr(), tty)
+	}
+	if err := bench.ValidateTarget(k, cfg.Target); err != nil {
+		return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("compare: %w", err))
+	}
+	cfg.Version = version + " (" + revision + ")"
+	rep, err := bench.Run(ctx, kin, k, cfg)
+	if !o.quiet && tty {
+		fmt.Fprintln(cmd.ErrOrStderr())
+	}
+	if rep != nil {
+		if eerr := emitReport(cmd, rep, o.out); eerr != nil {
+			return eerr
+		}
+	}
+	if err != nil {
+		code := exitcode.Failure
+		if errors.Is(err, bench.ErrBadInput) {
+			code = exitcode.BadInput
+		}
+		return exitcode.Wrap(code, fmt.Errorf("compare: %w", err))
+	}
+	return nil
+}
+
+// progressLine prints progress messages to w: one line redrawn on a
+// terminal, plain lines in a log.
+func progressLine(w io.Writer, tty bool) func(string) {
+	return func(m string) {
+		if tty {
+			fmt.Fprintf(w, "\r\033[K%s", m)
+		} else {
+			fmt.Fprintln(w, m)
+		}
+	}
+}
+
+// addFlags defines compare's flags on cmd.
+func (o *compareOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringSliceVar(&o.cfg.Scenarios, "scenario", bench.Names(bench.Scenarios, true), "scenarios to run: "+strings.Join(bench.Names(bench.Scenarios, false), ", ")+" (described above)")
+	f.StringSliceVar(&o.cfg.Triggers, "trigger", bench.Names(bench.Triggers, true), "hit scenario's triggers: "+strings.Join(bench.Names(bench.Triggers, false), ", "))
+	f.StringSliceVar(&o.cfg.Bodies, "body", bench.Names(bench.Bodies, true), "hit scenario's program bodies: "+strings.Join(bench.Names(bench.Bodies, false), ", ")+" (described above)")
+	f.StringSliceVar(&o.cfg.Modes, "mode", nil, "hit modes to measure (default all): "+strings.Join(bench.HitModeNames(), ", "))
+	f.IntVar(&o.cfg.Runs, "runs", 5, "measured runs per mode (after one warm-up)")
+	f.IntVar(&o.cfg.Calls, "calls", 200000, "calls of the target per measurement (kernel trigger)")
+	f.IntVar(&o.cfg.SyscallCalls, "syscall-calls", 20000, "calls per measurement (syscall trigger)")
+	f.IntVar(&o.cfg.Batch, "batch", 1000, "kernel trigger: calls per BPF_PROG_TEST_RUN")
+	f.StringVar(&o.attachNs, "attach-n", "1,10,100,1000", "attach scenario: numbers of functions")
+	f.StringVar(&o.crowdKs, "crowd-k", "0,10,100", "crowd scenario: numbers of other traced functions")
+	f.StringSliceVar(&o.cfg.CrowdBy, "crowd-by", bench.Names(bench.CrowdBys, true), "crowd scenario: who traces the K other functions: "+choicesInline(bench.CrowdBys))
+	f.Uint32Var(&o.cfg.RingbufSize, "buffer-size", 4<<20, "ringbuf bytes for streaming, and for trace bodies with --reader during (at least this much with --reader after)")
+	f.StringVar(&o.reader, "reader", "after", "trace bodies' ringbuf reader: after (drains after each timed run, from a ringbuf sized to hold it: the hit cost is what the traced thread pays) or during (drains while the calls are timed, as trace does: its work counts where it shares a CPU with the measured thread, always under single-threaded TCG)")
+	f.IntVar(&o.cfg.StreamCalls, "stream-calls", 200000, "calls in the streaming scenario")
+	f.StringVar(&o.cfg.Target, "target", "", "syscall trigger: probe this function instead of the getppid(2) handler (it must run once per getppid call; differences are reported as misses)")
+	f.StringVar(&o.out.json, "json", "", "write the report as JSON to FILE (schema ftprobe-compare/v1, raw samples included); - prints it instead of the table")
+	f.StringArrayVar(&o.merge.from, "from", nil, "render a saved JSON report (table, --plot, --markdown) instead of measuring; repeated, put the reports side by side: one table per scenario, a column per kernel, columns grouped by clock (icount, tcg, hw), --json writing the merged document ("+bench.MergeSchemaID+")")
+	f.StringVar(&o.merge.baseline, "baseline", "", "with --from: compare every cell with the same one in OLD.json (a compare report or a merged document); exit 1 when a cell regressed (see above)")
+	f.Float64Var(&o.merge.threshold, "threshold", bench.DefaultThreshold, "with --baseline: percent of the old median a cell must rise by, past both reports' run-to-run ranges, to be a regression")
+	f.StringVar(&o.out.plot, "plot", "", "draw ns/hit by mode and attach time against N into FILE.svg or FILE.png")
+	f.StringVar(&o.out.markdown, "markdown", "", "write the hit costs as Markdown tables to FILE (ns over baseline, x empty, x timed; what docs/benchmarks.md shows)")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress on stderr")
+	f.StringVar(&o.schema, "schema", "", "print the JSON Schema of the --json document and exit: report (one run, "+bench.SchemaID+"; the default) or merge (several --from, "+bench.MergeSchemaID+")")
+	f.Lookup("schema").NoOptDefVal = "report"
 }
 
 // compareLong is compare's long help, built from the registries of the

@@ -58,7 +58,7 @@ report, then exits 2 naming the missing capabilities.`,
 			}
 			fmt.Fprintln(w)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "MODE\tWORKS\tREASON")
+			fmt.Fprintln(tw, "ATTACH PATH\tWORKS\tREASON")
 			for _, m := range r.Modes {
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Mode, yesno(m.Works), m.Reason)
 			}

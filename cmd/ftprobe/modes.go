@@ -7,14 +7,13 @@ import (
 
 	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/bench"
-	"github.com/ftprobe/ftprobe/internal/features"
 	"github.com/ftprobe/ftprobe/internal/trace"
 )
 
 // modes.go: the mode names each command takes, from the registries
 // (attach.TraceModes for trace and stat, bench.HitModes for compare,
-// attach.Paths for features), and the one-line error for a name another
-// command takes.
+// attach.Paths for features), and trace's one-line error for a name
+// another command takes (compare's is bench.ValidModes).
 
 // traceModeNames are the names trace and stat --mode take: auto and the
 // registry's trace modes.
@@ -46,32 +45,4 @@ func checkTraceMode(name string) error {
 		return fmt.Errorf("--mode %s: %s is a compare --mode; trace and stat take %s", name, name, list)
 	}
 	return fmt.Errorf("--mode %q: want %s", name, list)
-}
-
-// checkCompareModes is nil when compare takes every --mode name, else the
-// bad-input error for the first it does not: for a trace mode, what it is
-// and what compare measures instead; for an unknown name, the modes.
-func checkCompareModes(names []string) error {
-	valid := bench.HitModeNames()
-	list := strings.Join(valid, ", ")
-	for _, name := range names {
-		if slices.Contains(valid, name) {
-			continue
-		}
-		if name == trace.ModeAuto {
-			return fmt.Errorf("--mode auto: auto is a trace and stat mode (the kernel's best attach path); compare measures each attach path or pair by name (modes: %s)", list)
-		}
-		if m, ok := attach.TraceModeByName(name); ok {
-			var paths []string
-			for _, p := range m.Paths {
-				paths = append(paths, string(p))
-			}
-			return fmt.Errorf("--mode %s: %s is a trace and stat mode; compare measures its attach paths one by one: %s (modes: %s)", name, name, strings.Join(paths, ", "), list)
-		}
-		if slices.Contains(features.Modes, name) {
-			return fmt.Errorf("--mode %s: %s is one attach path, reported by features; compare does not measure it (modes: %s)", name, name, list)
-		}
-		return fmt.Errorf("--mode %q: want %s", name, list)
-	}
-	return nil
 }

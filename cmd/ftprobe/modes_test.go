@@ -102,7 +102,7 @@ func TestEventModeNames(t *testing.T) {
 // compare does not take, and auto, say what compare takes instead.
 func TestCompareModeNames(t *testing.T) {
 	valid := bench.HitModeNames()
-	assert.NoError(t, checkCompareModes(valid))
+	assert.NoError(t, bench.ValidModes(valid))
 	assert.Len(t, valid, len(slices.Compact(slices.Sorted(slices.Values(valid)))), "no mode listed twice: %v", valid)
 	for _, m := range bench.HitModes[1:] {
 		for _, p := range strings.Split(m, "+") {
@@ -123,14 +123,14 @@ func TestCompareModeNames(t *testing.T) {
 		_, ok := attach.PathByName(m)
 		assert.True(t, ok, "features row %s is not an attach path", m)
 		if m == string(attach.PathTPBTF) {
-			assert.ErrorContains(t, checkCompareModes([]string{m}), "tp_btf is one attach path, reported by features; compare does not measure it")
+			assert.ErrorContains(t, bench.ValidModes([]string{m}), "tp_btf is one attach path, reported by features; compare does not measure it")
 			continue
 		}
 		assert.Contains(t, valid, m, "features row %s", m)
 	}
 	for _, m := range append([]string{"auto"}, registryModes()...) {
 		if !slices.Contains(valid, m) {
-			assert.ErrorContains(t, checkCompareModes([]string{m}), "--mode "+m+": "+m+" is a trace and stat mode", m)
+			assert.ErrorContains(t, bench.ValidModes([]string{m}), "--mode "+m+": "+m+" is a trace and stat mode", m)
 		}
 	}
 	var out bytes.Buffer

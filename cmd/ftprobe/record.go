@@ -8,6 +8,7 @@ import (
 
 	"github.com/ftprobe/ftprobe/internal/exitcode"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/plural"
 	"github.com/ftprobe/ftprobe/internal/symbols/recorder"
 )
 
@@ -41,7 +42,7 @@ func newInternalRecordSymbolsCmd() *cobra.Command {
 				if err != nil {
 					return exitcode.Wrap(exitcode.Failure, err)
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "ftprobe: extracted %d files into %s\n", len(files), out)
+				fmt.Fprintf(cmd.ErrOrStderr(), "ftprobe: extracted %s into %s\n", plural.Count(len(files), "file"), out)
 				return nil
 			}
 			for _, m := range modules {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,7 +22,9 @@ import (
 	"github.com/ftprobe/ftprobe/internal/events"
 	"github.com/ftprobe/ftprobe/internal/expr"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/plural"
 	"github.com/ftprobe/ftprobe/internal/symbols"
+	"github.com/ftprobe/ftprobe/internal/trace"
 )
 
 // Config of a compare run.
@@ -415,17 +418,32 @@ func (c *Config) wantMode(m string) bool {
 	return false
 }
 
-// ValidModes checks --mode names: the measured HitModes (TraceModes are
-// among them).
+// ValidModes is nil when compare takes every --mode name in ms (the
+// measured HitModes), else the bad-input error for the first it does not:
+// for auto or another trace mode, what it is and what compare measures
+// instead; for an attach path compare does not measure, that features
+// reports it; for an unknown name, the modes.
 func ValidModes(ms []string) error {
-	for _, m := range ms {
-		ok := false
-		for _, x := range HitModeNames() {
-			ok = ok || x == m
+	valid := HitModeNames()
+	list := strings.Join(valid, ", ")
+	for _, name := range ms {
+		if slices.Contains(valid, name) {
+			continue
 		}
-		if !ok {
-			return fmt.Errorf("%w: --mode %q: want one of %s", ErrBadInput, m, strings.Join(HitModeNames(), ", "))
+		if name == trace.ModeAuto {
+			return fmt.Errorf("--mode auto: auto is a trace and stat mode (the kernel's best attach path); compare measures each attach path or pair by name (modes: %s)", list)
 		}
+		if m, ok := attach.TraceModeByName(name); ok {
+			var paths []string
+			for _, p := range m.Paths {
+				paths = append(paths, string(p))
+			}
+			return fmt.Errorf("--mode %s: %s is a trace and stat mode; compare measures its attach paths one by one: %s (modes: %s)", name, name, strings.Join(paths, ", "), list)
+		}
+		if _, ok := attach.PathByName(name); ok {
+			return fmt.Errorf("--mode %s: %s is one attach path, reported by features; compare does not measure it (modes: %s)", name, name, list)
+		}
+		return fmt.Errorf("--mode %q: want %s", name, list)
 	}
 	return nil
 }
@@ -498,115 +516,181 @@ func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body
 }
 
 func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread, cfg Config, r *Report) error {
-	var err error
 	for _, tn := range cfg.Triggers {
-		var trig Trigger
-		calls := cfg.Calls
-		switch tn {
-		case TriggerKernel:
-			trig, err = newKernelTrigger(cfg.Batch, th)
-			if err != nil {
-				for _, body := range cfg.Bodies {
-					for _, m := range append([]string{ModeBaseline}, hitModesFor(cfg, tn, body)...) {
-						r.Hit = append(r.Hit, HitRow{Trigger: tn, Body: body, Mode: m, Reason: err.Error()})
-					}
-				}
-				continue
-			}
-		case TriggerSyscall:
-			trig = newSyscallTrigger(k, th, cfg.Target)
-			calls = cfg.SyscallCalls
-		default:
+		if tn != TriggerKernel && tn != TriggerSyscall {
 			return fmt.Errorf("%w: unknown trigger %q (want kernel or syscall)", ErrBadInput, tn)
 		}
-		calls = triggeredCalls(trig, calls)
-		for _, body := range cfg.Bodies {
-			modes := hitModesFor(cfg, tn, body)
-			rows := map[string]*HitRow{}
-			base := &HitRow{Trigger: tn, Body: body, Mode: ModeBaseline, Target: trig.Target(), Supported: true, Calls: calls}
-			var baseS []float64
-			samples := map[string][]float64{}
-			over := map[string][]float64{}
-			for _, m := range modes {
-				rows[m] = &HitRow{Trigger: tn, Body: body, Mode: m, Target: trig.Target(), Supported: true, Calls: calls}
-			}
-			for run := -1; run < cfg.Runs; run++ {
-				for _, m := range modes {
-					row := rows[m]
-					if !row.Supported {
-						continue
-					}
-					if err := ctx.Err(); err != nil {
-						trig.Close()
-						finishHit(r, base, baseS, modes, rows, samples, over)
-						return err
-					}
-					cfg.progress("hit cost: %s trigger, %s body, run %d/%d, %s", tn, body, run+1, cfg.Runs, m)
-					bt, err := trig.Run(calls)
-					if err != nil {
-						trig.Close()
-						return fmt.Errorf("%s trigger: %w", tn, err)
-					}
-					rbSize := cfg.RingbufSize
-					if !cfg.ReaderDuring {
-						rbSize = HitRingbufSize(calls, cfg.RingbufSize)
-					}
-					mm, err := openMode(kin, k, th, trig, body, m, rbSize, cfg.ReaderDuring)
-					if err != nil {
-						row.Supported, row.Reason = false, reasonOf(err)
-						continue
-					}
-					mm.reset()
-					mt, err := trig.Run(calls)
-					hits, herr := mm.hits()
-					var drops, deliv uint64
-					if tm, ok := mm.(*traceM); ok && herr == nil {
-						deliv, drops, herr = tm.delivered()
-						row.Reader = "after"
-						if cfg.ReaderDuring {
-							row.Reader = "during"
-						}
-					}
-					mm.close()
-					if err != nil || herr != nil {
-						trig.Close()
-						return fmt.Errorf("%s %s: %w", tn, m, errors.Join(err, herr))
-					}
-					if run < 0 {
-						continue // warm-up
-					}
-					b := float64(bt.Nanoseconds()) / float64(calls)
-					v := float64(mt.Nanoseconds()) / float64(calls)
-					baseS = append(baseS, b)
-					samples[m] = append(samples[m], v)
-					over[m] = append(over[m], v-b)
-					exp := uint64(calls) * hitsPerCall(m)
-					if body == BodyFiltered || body == BodyPredicate {
-						exp = 0
-					}
-					if tm, ok := mm.(*traceM); ok && body == BodyWindow {
-						// Every call rejected at entry by the window, once
-						// per call whatever the mode's program runs.
-						hits, exp = tm.windowRejected, uint64(calls)
-					}
-					row.Hits, row.Expected = hits, exp
-					row.Drops += drops
-					row.Delivered = deliv
-					// Runs skipped by fprobe or recursion protection are
-					// absent from hits, so they are counted here once.
-					row.Misses += int64(exp) - int64(hits)
-				}
-			}
-			trigDone := ctx.Err()
-			finishHit(r, base, baseS, modes, rows, samples, over)
-			if trigDone != nil {
-				trig.Close()
-				return trigDone
-			}
+		h := &hitRun{kin: kin, k: k, th: th, cfg: cfg, tn: tn}
+		if err := h.openTrigger(); err != nil {
+			r.Hit = append(r.Hit, unsupportedTriggerRows(cfg, tn, err)...)
+			continue
 		}
-		trig.Close()
+		err := h.run(ctx, r)
+		h.trig.Close()
+		if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// unsupportedTriggerRows are the hit rows of a trigger that cannot run:
+// every body's baseline and modes, with the reason.
+func unsupportedTriggerRows(cfg Config, tn string, err error) []HitRow {
+	var rows []HitRow
+	for _, body := range cfg.Bodies {
+		for _, m := range append([]string{ModeBaseline}, hitModesFor(cfg, tn, body)...) {
+			rows = append(rows, HitRow{Trigger: tn, Body: body, Mode: m, Reason: err.Error()})
+		}
+	}
+	return rows
+}
+
+// hitRun is the hit-cost scenario of one trigger.
+type hitRun struct {
+	kin   *kfeat.Info
+	k     *symbols.Kernel
+	th    *thread
+	cfg   Config
+	tn    string  // trigger name
+	trig  Trigger // open trigger
+	calls int     // triggered calls per measurement
+}
+
+// openTrigger opens the trigger and sets the calls per measurement.
+func (h *hitRun) openTrigger() error {
+	calls := h.cfg.Calls
+	switch h.tn {
+	case TriggerKernel:
+		trig, err := newKernelTrigger(h.cfg.Batch, h.th)
+		if err != nil {
+			return err
+		}
+		h.trig = trig
+	case TriggerSyscall:
+		h.trig = newSyscallTrigger(h.k, h.th, h.cfg.Target)
+		calls = h.cfg.SyscallCalls
+	}
+	h.calls = triggeredCalls(h.trig, calls)
+	return nil
+}
+
+// run measures every body of the trigger, appending its rows to r; on
+// cancellation the rows measured so far are kept.
+func (h *hitRun) run(ctx context.Context, r *Report) error {
+	for _, body := range h.cfg.Bodies {
+		b := h.newBody(body)
+		for run := -1; run < h.cfg.Runs; run++ {
+			for _, m := range b.modes {
+				if !b.rows[m].Supported {
+					continue
+				}
+				if err := ctx.Err(); err != nil {
+					b.finish(r)
+					return err
+				}
+				h.cfg.progress("hit cost: %s trigger, %s body, run %d/%d, %s", h.tn, body, run+1, h.cfg.Runs, m)
+				if err := h.measure(b, m, run); err != nil {
+					return err
+				}
+			}
+		}
+		done := ctx.Err()
+		b.finish(r)
+		if done != nil {
+			return done
+		}
+	}
+	return nil
+}
+
+// hitBody collects one trigger and body's runs: the baseline and every
+// mode's row and samples (ns per call, and over the baseline).
+type hitBody struct {
+	body          string
+	modes         []string
+	base          *HitRow
+	rows          map[string]*HitRow
+	baseS         []float64
+	samples, over map[string][]float64
+}
+
+func (h *hitRun) newBody(body string) *hitBody {
+	row := func(m string) *HitRow {
+		return &HitRow{Trigger: h.tn, Body: body, Mode: m, Target: h.trig.Target(), Supported: true, Calls: h.calls}
+	}
+	b := &hitBody{body: body, modes: hitModesFor(h.cfg, h.tn, body), base: row(ModeBaseline),
+		rows: map[string]*HitRow{}, samples: map[string][]float64{}, over: map[string][]float64{}}
+	for _, m := range b.modes {
+		b.rows[m] = row(m)
+	}
+	return b
+}
+
+// measure runs the trigger bare, then with mode m's probe attached, and
+// records both into b unless run is the warm-up (-1). A mode that cannot
+// attach is marked unsupported; a trigger or counter failure is an error.
+func (h *hitRun) measure(b *hitBody, m string, run int) error {
+	row := b.rows[m]
+	bt, err := h.trig.Run(h.calls)
+	if err != nil {
+		return fmt.Errorf("%s trigger: %w", h.tn, err)
+	}
+	rbSize := h.cfg.RingbufSize
+	if !h.cfg.ReaderDuring {
+		rbSize = HitRingbufSize(h.calls, h.cfg.RingbufSize)
+	}
+	mm, err := openMode(h.kin, h.k, h.th, h.trig, b.body, m, rbSize, h.cfg.ReaderDuring)
+	if err != nil {
+		row.Supported, row.Reason = false, reasonOf(err)
+		return nil
+	}
+	mm.reset()
+	mt, err := h.trig.Run(h.calls)
+	hits, herr := mm.hits()
+	var drops, deliv uint64
+	if tm, ok := mm.(*traceM); ok && herr == nil {
+		deliv, drops, herr = tm.delivered()
+		row.Reader = "after"
+		if h.cfg.ReaderDuring {
+			row.Reader = "during"
+		}
+	}
+	mm.close()
+	if err != nil || herr != nil {
+		return fmt.Errorf("%s %s: %w", h.tn, m, errors.Join(err, herr))
+	}
+	if run < 0 {
+		return nil // warm-up
+	}
+	b.add(m, bt, mt)
+	exp := uint64(h.calls) * hitsPerCall(m)
+	if b.body == BodyFiltered || b.body == BodyPredicate {
+		exp = 0
+	}
+	if tm, ok := mm.(*traceM); ok && b.body == BodyWindow {
+		// Every call rejected at entry by the window, once
+		// per call whatever the mode's program runs.
+		hits, exp = tm.windowRejected, uint64(h.calls)
+	}
+	row.Hits, row.Expected = hits, exp
+	row.Drops += drops
+	row.Delivered = deliv
+	// Runs skipped by fprobe or recursion protection are
+	// absent from hits, so they are counted here once.
+	row.Misses += int64(exp) - int64(hits)
+	return nil
+}
+
+// add records one run of mode m: the trigger's time without (bt) and with
+// (mt) the probe, per call.
+func (b *hitBody) add(m string, bt, mt time.Duration) {
+	calls := float64(b.rows[m].Calls)
+	base := float64(bt.Nanoseconds()) / calls
+	v := float64(mt.Nanoseconds()) / calls
+	b.baseS = append(b.baseS, base)
+	b.samples[m] = append(b.samples[m], v)
+	b.over[m] = append(b.over[m], v-base)
 }
 
 // setRatios sets RatioEmpty of every non-empty body row: its ns over
@@ -640,8 +724,11 @@ func (r *Report) setRatios() {
 	}
 }
 
-func finishHit(r *Report, base *HitRow, baseS []float64, modes []string, rows map[string]*HitRow, samples, over map[string][]float64) {
-	base.NsPerHit = NewStat(baseS)
+// finish computes the rows' statistics and ratios to fentry's and
+// appends the baseline and mode rows to r.
+func (b *hitBody) finish(r *Report) {
+	base, rows, samples, over := b.base, b.rows, b.samples, b.over
+	base.NsPerHit = NewStat(b.baseS)
 	if base.NsPerHit.Median > 0 {
 		base.MHitsPerSec = 1e3 / base.NsPerHit.Median
 	}
@@ -652,7 +739,7 @@ func finishHit(r *Report, base *HitRow, baseS []float64, modes []string, rows ma
 	} else if s, ok := over[ModeFentryFexit]; ok && base.Body != BodyEmpty {
 		fentry = NewStat(s).Median
 	}
-	for _, m := range modes {
+	for _, m := range b.modes {
 		row := rows[m]
 		if row.Supported && len(samples[m]) > 0 {
 			row.NsPerHit = NewStat(samples[m])
@@ -700,7 +787,7 @@ func candidates(k *symbols.Kernel, n int, exclude string) ([]*symbols.Func, erro
 		}
 	}
 	if len(out) < n {
-		return out, fmt.Errorf("%w: only %d functions are traceable in both modes here, fewer than N=%d", ErrBadInput, len(out), n)
+		return out, fmt.Errorf("%w: only %s traceable in both modes here, fewer than N=%d", ErrBadInput, plural.Count(len(out), "function"), n)
 	}
 	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/ftprobe/ftprobe/internal/plural"
 )
 
 // WriteMarkdown writes the report's hit-cost rows as Markdown tables, one
@@ -21,7 +23,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		if len(modes) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "%s trigger, %s %s, %d runs: ns over the baseline per call (median)\n\n", trig, r.Header.Release, r.Header.Arch, r.Header.Runs)
+		fmt.Fprintf(&b, "%s trigger, %s %s, %s: ns over the baseline per call (median)\n\n", trig, r.Header.Release, r.Header.Arch, plural.Count(r.Header.Runs, "run"))
 		r.markdownTable(&b, trig, modes, bodies, func(h *HitRow) string { return fmt.Sprintf("%.0f", h.OverheadNs.Median) })
 		var ratioBodies []string
 		for _, body := range bodies {

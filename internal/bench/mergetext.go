@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/ftprobe/ftprobe/internal/plural"
 )
 
 // mergeGrid is one cross-kernel table: the key columns' heads, one head
@@ -123,7 +125,7 @@ func (m *Merged) grids() []mergeGrid {
 // per kernel, columns grouped by clock with a "|" between groups, and
 // the verdict when there is one.
 func (m *Merged) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "ftprobe compare: %d reports; columns grouped by clock: %s\n", len(m.Inputs), m.clockGroups())
+	fmt.Fprintf(w, "ftprobe compare: %s; columns grouped by clock: %s\n", plural.Count(len(m.Inputs), "report"), m.clockGroups())
 	fmt.Fprintln(w, "   (icount: a ns is one executed instruction; tcg: emulated time; hw: wall time; figures of two clocks are not comparable)")
 	for i, in := range m.Inputs {
 		fmt.Fprintf(w, "  [%d] %s: %s, %s, ftprobe %s, %s\n", i+1, in.Label, in.File, in.CPU, in.Version, in.Settings)
@@ -199,7 +201,7 @@ func (m *Merged) clocksLine() string {
 		clocks[in.Clock] = true
 	}
 	if len(clocks) > 1 {
-		return fmt.Sprintf("%d reports; columns grouped by clock: %s (figures of two clocks are not comparable)", len(m.Inputs), m.clockGroups())
+		return fmt.Sprintf("%s; columns grouped by clock: %s (figures of two clocks are not comparable)", plural.Count(len(m.Inputs), "report"), m.clockGroups())
 	}
-	return fmt.Sprintf("%d reports, one clock: %s", len(m.Inputs), m.clockGroups())
+	return fmt.Sprintf("%s, one clock: %s", plural.Count(len(m.Inputs), "report"), m.clockGroups())
 }

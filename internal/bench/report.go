@@ -15,12 +15,31 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/ftprobe/ftprobe/internal/plural"
 )
 
 // WriteText prints the report as aligned tables.
 func (r *Report) WriteText(w io.Writer) {
+	r.writeTextHeader(w)
+	if len(r.Hit) > 0 {
+		writeHitText(w, r.Hit)
+	}
+	if len(r.Attach) > 0 {
+		writeAttachText(w, r.Attach)
+	}
+	if len(r.Crowd) > 0 {
+		writeCrowdText(w, r.Crowd)
+	}
+	if len(r.Stream) > 0 {
+		writeStreamText(w, r.Stream)
+	}
+}
+
+// writeTextHeader prints the kernel, machine and run header lines.
+func (r *Report) writeTextHeader(w io.Writer) {
 	h := r.Header
-	fmt.Fprintf(w, "ftprobe compare: kernel %s %s, %s, %d CPUs, %d runs (median [min..max])\n", h.Release, h.Arch, h.CPU, h.CPUs, h.Runs)
+	fmt.Fprintf(w, "ftprobe compare: kernel %s %s, %s, %s, %s (median [min..max])\n", h.Release, h.Arch, h.CPU, plural.Count(h.CPUs, "CPU"), plural.Count(h.Runs, "run"))
 	if h.Version != "" {
 		fmt.Fprintf(w, "ftprobe %s\n", h.Version)
 	}
@@ -35,127 +54,135 @@ func (r *Report) WriteText(w io.Writer) {
 	if r.Partial {
 		fmt.Fprintf(w, "INTERRUPTED: partial results\n")
 	}
-	if len(r.Hit) > 0 {
-		// x timed only when the run has the timed body (opt-in).
-		withTimed := slices.ContainsFunc(r.Hit, func(h HitRow) bool { return h.RatioTimed > 0 })
-		timedCol, timedHead, timedNote := "", "", ""
+}
+
+// writeHitText prints the hit cost table.
+func writeHitText(w io.Writer, hit []HitRow) {
+	// x timed only when the run has the timed body (opt-in).
+	withTimed := slices.ContainsFunc(hit, func(h HitRow) bool { return h.RatioTimed > 0 })
+	timedCol, timedHead, timedNote := "", "", ""
+	if withTimed {
+		timedHead = "x timed\t"
+		timedNote = "   x timed = ns over base over the timed body's of the same mode (the duration floor: what the body adds to it);\n"
+	}
+	fmt.Fprintf(w, "\n== hit cost: ns per call of the target; ns over base = ns/hit minus the baseline measured just before;\n"+
+		"   x ref = ns over base over fentry's (empty body) or fentry+fexit's (other bodies);\n"+
+		"   x empty = ns over base over the empty program's of the same mode (what ftprobe's own body adds);\n"+
+		timedNote+
+		"   drops = ringbuf drops over all runs (trace bodies; reader %s)\n", readerOf(hit))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "trigger\tbody\tmode\tMhits/s\tns/hit\t[min..max]\tns over base\tx ref\tx empty\t"+timedHead+"misses\tdrops\t")
+	var notes footnotes
+	for _, row := range hit {
+		if !row.Supported {
+			fmt.Fprintf(tw, "%s\t%s\t%s\tunsupported [%d]\t\t\t\t\t\t\t\n", row.Trigger, row.Body, row.Mode, notes.add(row.Reason))
+			continue
+		}
 		if withTimed {
-			timedHead = "x timed\t"
-			timedNote = "   x timed = ns over base over the timed body's of the same mode (the duration floor: what the body adds to it);\n"
+			timedCol = "\t"
+			if row.RatioTimed > 0 {
+				timedCol = fmt.Sprintf("%.2f\t", row.RatioTimed)
+			}
 		}
-		fmt.Fprintf(w, "\n== hit cost: ns per call of the target; ns over base = ns/hit minus the baseline measured just before;\n"+
-			"   x ref = ns over base over fentry's (empty body) or fentry+fexit's (other bodies);\n"+
-			"   x empty = ns over base over the empty program's of the same mode (what ftprobe's own body adds);\n"+
-			timedNote+
-			"   drops = ringbuf drops over all runs (trace bodies; reader %s)\n", readerOf(r.Hit))
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "trigger\tbody\tmode\tMhits/s\tns/hit\t[min..max]\tns over base\tx ref\tx empty\t"+timedHead+"misses\tdrops\t")
-		var notes footnotes
-		for _, row := range r.Hit {
-			if !row.Supported {
-				fmt.Fprintf(tw, "%s\t%s\t%s\tunsupported [%d]\t\t\t\t\t\t\t\n", row.Trigger, row.Body, row.Mode, notes.add(row.Reason))
-				continue
+		ratio, over, vsEmpty := "", "", ""
+		if row.Mode != ModeBaseline {
+			over = fmt.Sprintf("%.1f", row.OverheadNs.Median)
+			if row.RatioFentry > 0 {
+				ratio = fmt.Sprintf("%.2f", row.RatioFentry)
 			}
-			if withTimed {
-				timedCol = "\t"
-				if row.RatioTimed > 0 {
-					timedCol = fmt.Sprintf("%.2f\t", row.RatioTimed)
-				}
+			if row.RatioEmpty > 0 {
+				vsEmpty = fmt.Sprintf("%.2f", row.RatioEmpty)
 			}
-			ratio, over, vsEmpty := "", "", ""
-			if row.Mode != ModeBaseline {
-				over = fmt.Sprintf("%.1f", row.OverheadNs.Median)
-				if row.RatioFentry > 0 {
-					ratio = fmt.Sprintf("%.2f", row.RatioFentry)
-				}
-				if row.RatioEmpty > 0 {
-					vsEmpty = fmt.Sprintf("%.2f", row.RatioEmpty)
-				}
-			}
-			drops := ""
-			if row.Reader != "" {
-				drops = fmt.Sprint(row.Drops)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t[%.1f..%.1f]\t%s\t%s\t%s\t%s%d\t%s\t\n", row.Trigger, row.Body, row.Mode, row.MHitsPerSec,
-				row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, over, ratio, vsEmpty, timedCol, row.Misses, drops)
 		}
-		tw.Flush()
-		printNotes(w, notes)
+		drops := ""
+		if row.Reader != "" {
+			drops = fmt.Sprint(row.Drops)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t[%.1f..%.1f]\t%s\t%s\t%s\t%s%d\t%s\t\n", row.Trigger, row.Body, row.Mode, row.MHitsPerSec,
+			row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, over, ratio, vsEmpty, timedCol, row.Misses, drops)
 	}
-	if len(r.Attach) > 0 {
-		fmt.Fprintf(w, "\n== attach and detach cost of N functions (ms)\n")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "mode\tN\tload\tattach\t[min..max]\tdetach\tlinks\tprograms\ttrampolines\tprog memlock\t")
-		var notes footnotes
-		for _, row := range r.Attach {
-			if !row.Supported {
-				fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\t\t\t\t\n", row.Mode, row.N, notes.add(row.Reason))
-				continue
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t[%.2f..%.2f]\t%.2f\t%d\t%d\t%d\t%d B\t\n", row.Mode, row.N, row.LoadMs.Median, row.AttachMs.Median,
-				row.AttachMs.Min, row.AttachMs.Max, row.DetachMs.Median, row.Links, row.Programs, row.Trampolines, row.MemlockB)
+	tw.Flush()
+	printNotes(w, notes)
+}
+
+// writeAttachText prints the attach and detach cost table.
+func writeAttachText(w io.Writer, attach []AttachRow) {
+	fmt.Fprintf(w, "\n== attach and detach cost of N functions (ms)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tN\tload\tattach\t[min..max]\tdetach\tlinks\tprograms\ttrampolines\tprog memlock\t")
+	var notes footnotes
+	for _, row := range attach {
+		if !row.Supported {
+			fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\t\t\t\t\n", row.Mode, row.N, notes.add(row.Reason))
+			continue
 		}
-		tw.Flush()
-		printNotes(w, notes)
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t[%.2f..%.2f]\t%.2f\t%d\t%d\t%d\t%d B\t\n", row.Mode, row.N, row.LoadMs.Median, row.AttachMs.Median,
+			row.AttachMs.Min, row.AttachMs.Max, row.DetachMs.Median, row.Links, row.Programs, row.Trampolines, row.MemlockB)
 	}
-	if len(r.Crowd) > 0 {
-		target := r.Crowd[0].Target
-		if target == "" {
-			target = "the kernel trigger's target"
-		}
-		fmt.Fprintf(w, "\n== crowded ftrace: hit cost on %s (kernel trigger, empty body) while K other functions are traced\n"+
-			"   by a crowd of K fentry links or one kprobe.multi link, the target alone or shared with the other attach path\n"+
-			"   (two ftrace_ops on its call site: ftrace_ops_list_func walks the ops list). The baseline is taken with the\n"+
-			"   crowd and the sharer attached, so ns/hit includes the sharer and ns over base does not; vs K=0 = ns over base\n"+
-			"   over the K=0 row's; misses: the measured probe's, then the sharer's in parentheses if any\n", target)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "mode\tcrowd\tK\ttarget\tns/hit\t[min..max]\tns over base\tvs K=0\tmisses\t")
-		var notes footnotes
-		for _, row := range r.Crowd {
-			by, tgt := row.By, "alone"
-			if by == "" {
-				by = "-"
-			}
-			if row.Shared {
-				tgt = "+" + sharerOf(row.Mode)
-			}
-			if !row.Supported {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\tunsupported [%d]\t\t\t\t\t\n", row.Mode, by, row.K, tgt, notes.add(row.Reason))
-				continue
-			}
-			vs := "-"
-			if row.VsK0 > 0 {
-				vs = fmt.Sprintf("%.2fx", row.VsK0)
-			}
-			miss := fmt.Sprint(row.Misses)
-			if row.SharerMisses != 0 {
-				miss += fmt.Sprintf(" (sharer %d)", row.SharerMisses)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.1f\t[%.1f..%.1f]\t%.1f\t%s\t%s\t\n", row.Mode, by, row.K, tgt,
-				row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, row.OverheadNs.Median, vs, miss)
-		}
-		tw.Flush()
-		printNotes(w, notes)
+	tw.Flush()
+	printNotes(w, notes)
+}
+
+// writeCrowdText prints the crowded ftrace table.
+func writeCrowdText(w io.Writer, crowd []CrowdRow) {
+	target := crowd[0].Target
+	if target == "" {
+		target = "the kernel trigger's target"
 	}
-	if len(r.Stream) > 0 {
-		fmt.Fprintf(w, "\n== streaming: trace program (entry+exit events) through the ringbuf to one reader\n")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "mode\tringbuf\tcalls\tproduced\tdelivered\tdropped\tevents/s\t")
-		var notes footnotes
-		for _, row := range r.Stream {
-			if !row.Supported {
-				fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\t\n", row.Mode, row.RingbufBytes, notes.add(row.Reason))
-				continue
-			}
-			produced := "-"
-			if row.Produced > 0 {
-				produced = fmt.Sprint(row.Produced)
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%.0f\t\n", row.Mode, row.RingbufBytes, row.Calls, produced, row.Delivered, row.Dropped, row.EventsPerSec)
+	fmt.Fprintf(w, "\n== crowded ftrace: hit cost on %s (kernel trigger, empty body) while K other functions are traced\n"+
+		"   by a crowd of K fentry links or one kprobe.multi link, the target alone or shared with the other attach path\n"+
+		"   (two ftrace_ops on its call site: ftrace_ops_list_func walks the ops list). The baseline is taken with the\n"+
+		"   crowd and the sharer attached, so ns/hit includes the sharer and ns over base does not; vs K=0 = ns over base\n"+
+		"   over the K=0 row's; misses: the measured probe's, then the sharer's in parentheses if any\n", target)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tcrowd\tK\ttarget\tns/hit\t[min..max]\tns over base\tvs K=0\tmisses\t")
+	var notes footnotes
+	for _, row := range crowd {
+		by, tgt := row.By, "alone"
+		if by == "" {
+			by = "-"
 		}
-		tw.Flush()
-		printNotes(w, notes)
+		if row.Shared {
+			tgt = "+" + sharerOf(row.Mode)
+		}
+		if !row.Supported {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\tunsupported [%d]\t\t\t\t\t\n", row.Mode, by, row.K, tgt, notes.add(row.Reason))
+			continue
+		}
+		vs := "-"
+		if row.VsK0 > 0 {
+			vs = fmt.Sprintf("%.2fx", row.VsK0)
+		}
+		miss := fmt.Sprint(row.Misses)
+		if row.SharerMisses != 0 {
+			miss += fmt.Sprintf(" (sharer %d)", row.SharerMisses)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.1f\t[%.1f..%.1f]\t%.1f\t%s\t%s\t\n", row.Mode, by, row.K, tgt,
+			row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, row.OverheadNs.Median, vs, miss)
 	}
+	tw.Flush()
+	printNotes(w, notes)
+}
+
+// writeStreamText prints the streaming table.
+func writeStreamText(w io.Writer, stream []StreamRow) {
+	fmt.Fprintf(w, "\n== streaming: trace program (entry+exit events) through the ringbuf to one reader\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tringbuf\tcalls\tproduced\tdelivered\tdropped\tevents/s\t")
+	var notes footnotes
+	for _, row := range stream {
+		if !row.Supported {
+			fmt.Fprintf(tw, "%s\t%d\tunsupported [%d]\t\t\t\t\t\n", row.Mode, row.RingbufBytes, notes.add(row.Reason))
+			continue
+		}
+		produced := "-"
+		if row.Produced > 0 {
+			produced = fmt.Sprint(row.Produced)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%.0f\t\n", row.Mode, row.RingbufBytes, row.Calls, produced, row.Delivered, row.Dropped, row.EventsPerSec)
+	}
+	tw.Flush()
+	printNotes(w, notes)
 }
 
 // ReadReport loads a report written by WriteJSON. Console captures are

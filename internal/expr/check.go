@@ -389,23 +389,7 @@ func (c *checker) value(n *node) (*cval, *cconst, error) {
 	case nStr:
 		return nil, &cconst{str: true, s: n.sval}, nil
 	case nUnary:
-		v, k, err := c.value(n.x)
-		if err != nil {
-			return nil, nil, err
-		}
-		switch n.op {
-		case "-":
-			if k == nil || k.str {
-				return nil, nil, c.errf(n, "'-' applies to a constant only")
-			}
-			return nil, &cconst{v: -k.v}, nil
-		case "*":
-			if v == nil {
-				return nil, nil, c.errf(n, "'*' of a constant")
-			}
-			return c.deref(n, v, 0)
-		}
-		return nil, nil, c.errf(n, "%q gives a condition, not a value", n.op)
+		return c.unaryValue(n)
 	case nMember:
 		v, k, err := c.value(n.x)
 		if err != nil {
@@ -416,71 +400,103 @@ func (c *checker) value(n *node) (*cval, *cconst, error) {
 		}
 		return c.member(n, v, k)
 	case nIndex:
-		v, _, err := c.value(n.x)
-		if err != nil {
-			return nil, nil, err
-		}
-		_, k, err := c.value(n.y)
-		if err != nil {
-			return nil, nil, err
-		}
-		if v == nil {
-			return nil, nil, c.errf(n, "index of a constant")
-		}
-		if k == nil || k.str {
-			return nil, nil, c.errf(n.y, "an index must be an integer constant")
-		}
-		return c.index(n, v, int64(k.v))
+		return c.indexValue(n)
 	case nCast:
 		return c.cast(n)
 	case nBinary:
 		if n.op == "&" {
-			v, k, err := c.value(n.x)
-			if err != nil {
-				return nil, nil, err
-			}
-			w, l, err := c.value(n.y)
-			if err != nil {
-				return nil, nil, err
-			}
-			if v == nil && w == nil {
-				if k.str || l.str {
-					return nil, nil, c.errf(n, "'&' of a string")
-				}
-				return nil, &cconst{v: k.v & l.v}, nil
-			}
-			if v != nil && w != nil {
-				return nil, nil, c.errf(n, "'&' of two values: one side must be a constant mask")
-			}
-			if v == nil {
-				v = w
-			} else {
-				k = l
-			}
-			if k.str {
-				return nil, nil, c.errf(n, "'&' with a string")
-			}
-			v, err = c.rvalue(n, v)
-			if err != nil {
-				return nil, nil, err
-			}
-			if !scalar(v.typ) {
-				return nil, nil, c.errf(n, "'&' of a %s", typeString(v.typ))
-			}
-			nv := *v
-			if nv.mask != 0 {
-				nv.mask &= k.v
-			} else {
-				nv.mask = k.v
-			}
-			if nv.mask == 0 {
-				return nil, nil, c.errf(n, "mask %#x is always 0", k.v)
-			}
-			return &nv, nil, nil
+			return c.maskValue(n)
 		}
 		return nil, nil, c.errf(n, "%q gives a condition, not a value", n.op)
 	}
 	return nil, nil, c.errf(n, "not a value")
+}
+
+// unaryValue checks a unary '-' of a constant or '*' of a pointer value.
+func (c *checker) unaryValue(n *node) (*cval, *cconst, error) {
+	v, k, err := c.value(n.x)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch n.op {
+	case "-":
+		if k == nil || k.str {
+			return nil, nil, c.errf(n, "'-' applies to a constant only")
+		}
+		return nil, &cconst{v: -k.v}, nil
+	case "*":
+		if v == nil {
+			return nil, nil, c.errf(n, "'*' of a constant")
+		}
+		return c.deref(n, v, 0)
+	}
+	return nil, nil, c.errf(n, "%q gives a condition, not a value", n.op)
+}
+
+// indexValue checks an index by an integer constant into a value.
+func (c *checker) indexValue(n *node) (*cval, *cconst, error) {
+	v, _, err := c.value(n.x)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, k, err := c.value(n.y)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v == nil {
+		return nil, nil, c.errf(n, "index of a constant")
+	}
+	if k == nil || k.str {
+		return nil, nil, c.errf(n.y, "an index must be an integer constant")
+	}
+	return c.index(n, v, int64(k.v))
+}
+
+// maskValue checks a binary '&': of two constants, or of a scalar value
+// and a constant mask.
+func (c *checker) maskValue(n *node) (*cval, *cconst, error) {
+	v, k, err := c.value(n.x)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, l, err := c.value(n.y)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v == nil && w == nil {
+		if k.str || l.str {
+			return nil, nil, c.errf(n, "'&' of a string")
+		}
+		return nil, &cconst{v: k.v & l.v}, nil
+	}
+	if v != nil && w != nil {
+		return nil, nil, c.errf(n, "'&' of two values: one side must be a constant mask")
+	}
+	if v == nil {
+		v = w
+	} else {
+		k = l
+	}
+	if k.str {
+		return nil, nil, c.errf(n, "'&' with a string")
+	}
+	v, err = c.rvalue(n, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !scalar(v.typ) {
+		return nil, nil, c.errf(n, "'&' of a %s", typeString(v.typ))
+	}
+	nv := *v
+	if nv.mask != 0 {
+		nv.mask &= k.v
+	} else {
+		nv.mask = k.v
+	}
+	if nv.mask == 0 {
+		return nil, nil, c.errf(n, "mask %#x is always 0", k.v)
+	}
+	return &nv, nil, nil
 }
 
 // rvalue turns an object into its value: a load (arrays decay to their

@@ -73,121 +73,151 @@ func CompilePredicates(plans map[uint32]*Plan, faults FaultCounter) (*Predicates
 	if faults.Rows == 0 || faults.Rows&(faults.Rows-1) != 0 || faults.RowBytes == 0 || faults.RowBytes&(faults.RowBytes-1) != 0 {
 		return nil, fmt.Errorf("predicate code: fault counter rows %d of %d bytes: want powers of two", faults.Rows, faults.RowBytes)
 	}
-	type prog struct {
-		terms []Term
-		ops   []byte
-	}
-	var progs []prog
-	index := map[string]uint16{}
+	set := predSet{index: map[string]uint16{}}
 	out := &Predicates{Entry: map[uint32]uint16{}, Exit: map[uint32]uint16{}}
 	ids := make([]uint32, 0, len(plans))
 	for id := range plans {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	add := func(p *Plan, ops []byte) uint16 {
-		// The terms the program uses, renumbered in order of use.
-		var terms []Term
-		remap := map[byte]byte{}
-		var rops []byte
-		for _, op := range ops {
-			if op&0xf0 != BoolPush {
-				rops = append(rops, op)
-				continue
-			}
-			t := op & 0x0f
-			if _, ok := remap[t]; !ok {
-				remap[t] = byte(len(terms))
-				terms = append(terms, p.Terms[t])
-			}
-			rops = append(rops, BoolPush|remap[t])
-		}
-		// The key holds the right-hand values' contents, not their
-		// addresses (each function's plan has its own).
-		var flat []Term
-		var rhs []Fetch
-		for _, t := range terms {
-			r := Fetch{}
-			if t.RHS != nil {
-				r = *t.RHS
-			}
-			t.RHS = nil
-			flat, rhs = append(flat, t), append(rhs, r)
-		}
-		key := fmt.Sprintf("%#v|%#v|%x", flat, rhs, rops)
-		if n, ok := index[key]; ok {
-			return n
-		}
-		progs = append(progs, prog{terms, rops})
-		n := uint16(len(progs))
-		index[key] = n
-		return n
-	}
 	for _, id := range ids {
 		p := plans[id]
 		if p == nil {
 			continue
 		}
 		if len(p.EntryOps) > 0 {
-			out.Entry[id] = add(p, p.EntryOps)
+			out.Entry[id] = set.add(p, p.EntryOps)
 		}
 		if len(p.ExitOps) > 0 {
-			out.Exit[id] = add(p, p.ExitOps)
+			out.Exit[id] = set.add(p, p.ExitOps)
 		}
 	}
-	if len(progs) == 0 {
+	if len(set.progs) == 0 {
 		return nil, nil
 	}
-	if len(progs) > math.MaxUint16 {
-		return nil, fmt.Errorf("%d distinct predicates, at most %d", len(progs), math.MaxUint16)
+	if len(set.progs) > math.MaxUint16 {
+		return nil, fmt.Errorf("%d distinct predicates, at most %d", len(set.progs), math.MaxUint16)
 	}
-	assemble := func(inline bool) (asm.Instructions, error) {
-		g := &gen{labels: map[string]int{}, faults: faults, args: asm.R6, ret: asm.R7, bits: asm.R9, inline: inline}
-		if inline {
-			// r3 (sel) is dead once a program is entered: its bits.
-			g.args, g.ret, g.bits = asm.R4, asm.R5, asm.R3
-		}
-		g.emit(
-			asm.Mov.Reg(g.args, asm.R1),
-			asm.Mov.Reg(g.ret, asm.R2),
-		)
-		// Each program behind the test of its number, which jumps over
-		// it when sel differs: every jump spans one program, however
-		// many there are.
-		for i, p := range progs {
-			name := fmt.Sprintf("p%d", i+1)
-			g.jump(asm.JNE.Imm(asm.R3, int32(i+1), ""), name+".skip")
-			if err := g.program(name, p.terms, p.ops); err != nil {
-				return nil, err
-			}
-			g.label(name + ".skip")
-		}
-		g.emit(asm.Mov.Imm(asm.R0, 1))
-		g.exit()
-		g.label(labelEnd)
-		return g.finish()
-	}
-	insns, err := assemble(false)
+	insns, err := set.assemble(faults, false)
 	if err != nil {
 		return nil, err
 	}
-	out.Insns, out.Programs = insns, len(progs)
-	inlinable := true
-	for _, p := range progs {
-		for _, t := range p.terms {
-			if len(t.Fetch.Loads) > 0 || t.RHS != nil || t.Op == OpSEQ || t.Op == OpSPFX {
-				inlinable = false
-			}
-		}
-	}
-	if inlinable {
+	out.Insns, out.Programs = insns, len(set.progs)
+	if set.inlinable() {
 		// Beyond MaxInline slots the subprogram stays: each copy
 		// lengthens the jumps around its call site (16-bit offsets).
-		if in, err := assemble(true); err == nil && RawSlots(in) <= MaxInline {
+		if in, err := set.assemble(faults, true); err == nil && RawSlots(in) <= MaxInline {
 			out.Inline = in
 		}
 	}
 	return out, nil
+}
+
+// predProg is one distinct predicate program: its terms and the boolean
+// ops over them (BoolPush operands numbered into terms).
+type predProg struct {
+	terms []Term
+	ops   []byte
+}
+
+// predSet is the distinct programs, numbered from 1 in order of first
+// use; index maps a program's key to its number.
+type predSet struct {
+	progs []predProg
+	index map[string]uint16
+}
+
+// add returns the number of the program of p's ops, adding it unless an
+// identical one is already there.
+func (s *predSet) add(p *Plan, ops []byte) uint16 {
+	prog := usedTerms(p, ops)
+	key := prog.key()
+	if n, ok := s.index[key]; ok {
+		return n
+	}
+	s.progs = append(s.progs, prog)
+	n := uint16(len(s.progs))
+	s.index[key] = n
+	return n
+}
+
+// usedTerms is the program of ops: the terms of p it uses, renumbered in
+// order of use.
+func usedTerms(p *Plan, ops []byte) predProg {
+	var terms []Term
+	remap := map[byte]byte{}
+	var rops []byte
+	for _, op := range ops {
+		if op&0xf0 != BoolPush {
+			rops = append(rops, op)
+			continue
+		}
+		t := op & 0x0f
+		if _, ok := remap[t]; !ok {
+			remap[t] = byte(len(terms))
+			terms = append(terms, p.Terms[t])
+		}
+		rops = append(rops, BoolPush|remap[t])
+	}
+	return predProg{terms, rops}
+}
+
+// key identifies the program by content: it holds the right-hand values'
+// contents, not their addresses (each function's plan has its own).
+func (p predProg) key() string {
+	var flat []Term
+	var rhs []Fetch
+	for _, t := range p.terms {
+		r := Fetch{}
+		if t.RHS != nil {
+			r = *t.RHS
+		}
+		t.RHS = nil
+		flat, rhs = append(flat, t), append(rhs, r)
+	}
+	return fmt.Sprintf("%#v|%#v|%x", flat, rhs, p.ops)
+}
+
+// inlinable tells whether no program reads memory: no dereference, no
+// string, no comparison of two values.
+func (s *predSet) inlinable() bool {
+	for _, p := range s.progs {
+		for _, t := range p.terms {
+			if len(t.Fetch.Loads) > 0 || t.RHS != nil || t.Op == OpSEQ || t.Op == OpSPFX {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// assemble generates the code of every program, as xpred's body or, when
+// inline, for splicing in place of its calls.
+func (s *predSet) assemble(faults FaultCounter, inline bool) (asm.Instructions, error) {
+	g := &gen{labels: map[string]int{}, faults: faults, args: asm.R6, ret: asm.R7, bits: asm.R9, inline: inline}
+	if inline {
+		// r3 (sel) is dead once a program is entered: its bits.
+		g.args, g.ret, g.bits = asm.R4, asm.R5, asm.R3
+	}
+	g.emit(
+		asm.Mov.Reg(g.args, asm.R1),
+		asm.Mov.Reg(g.ret, asm.R2),
+	)
+	// Each program behind the test of its number, which jumps over
+	// it when sel differs: every jump spans one program, however
+	// many there are.
+	for i, p := range s.progs {
+		name := fmt.Sprintf("p%d", i+1)
+		g.jump(asm.JNE.Imm(asm.R3, int32(i+1), ""), name+".skip")
+		if err := g.program(name, p.terms, p.ops); err != nil {
+			return nil, err
+		}
+		g.label(name + ".skip")
+	}
+	g.emit(asm.Mov.Imm(asm.R0, 1))
+	g.exit()
+	g.label(labelEnd)
+	return g.finish()
 }
 
 // MaxInline is the most slots (8-byte instructions) of predicate code

@@ -96,152 +96,208 @@ func (m *vm) runInline(t *testing.T, insns asm.Instructions, args [MaxArgs]uint6
 
 func (m *vm) run(t *testing.T, insns asm.Instructions, args [MaxArgs]uint64, ret, sel uint64) (pass bool, faults uint64) {
 	t.Helper()
-	// What the kernel gets: the instructions as encoded (an immediate
-	// that does not fit would not survive), decoded again.
+	insns = reencode(t, insns)
+	bss := m.pushFrame(args)
+	defer func() {
+		m.regions = m.regions[3:]
+		faults = binary.LittleEndian.Uint64(bss[testFaults.Off+vmCPU*testFaults.RowBytes:])
+	}()
+	x := &vmExec{m: m, insns: insns}
+	x.idx, x.raw = rawIndex(insns)
+	x.r[1], x.r[2], x.r[3], x.r[10] = argsBase, ret, sel, stackTop
+	for steps := 0; ; steps++ {
+		require.Less(t, steps, 100000, "runaway program")
+		if m.inline && x.pc == len(insns) {
+			require.LessOrEqual(t, x.r[0], uint64(1), "the inline code leaves 0 or 1")
+			return x.r[0] == 1, 0
+		}
+		require.Less(t, x.pc, len(insns), "fell off the end")
+		if exited, pass := x.step(t); exited {
+			return pass, 0
+		}
+		x.pc = x.next
+	}
+}
+
+// reencode is what the kernel gets: the instructions as encoded (an
+// immediate that does not fit would not survive), decoded again.
+func reencode(t *testing.T, insns asm.Instructions) asm.Instructions {
+	t.Helper()
 	var enc bytes.Buffer
 	require.NoError(t, insns.Marshal(&enc, binary.LittleEndian))
 	insns, err := asm.AppendInstructions(nil, &enc, binary.LittleEndian, "linux")
 	require.NoError(t, err)
+	return insns
+}
+
+// pushFrame maps a run's stack (filled with garbage, so that a read of an
+// unwritten slot shows), its args array and the fault counters' map value
+// in front of m's regions, and returns the latter.
+func (m *vm) pushFrame(args [MaxArgs]uint64) (bss []byte) {
 	stack := make([]byte, 512)
 	for i := range stack {
-		stack[i] = 0xa5 // garbage: a read of an unwritten slot shows
+		stack[i] = 0xa5
 	}
 	ab := make([]byte, 8*MaxArgs)
 	for i, a := range args {
 		binary.LittleEndian.PutUint64(ab[8*i:], a)
 	}
-	bss := make([]byte, testFaults.Rows*testFaults.RowBytes)
+	bss = make([]byte, testFaults.Rows*testFaults.RowBytes)
 	m.regions = append([]region{{stackTop - 512, stack}, {argsBase, ab}, {bssBase, bss}}, m.regions...)
-	defer func() {
-		m.regions = m.regions[3:]
-		faults = binary.LittleEndian.Uint64(bss[testFaults.Off+vmCPU*testFaults.RowBytes:])
-	}()
-	// Raw offsets: a 64-bit immediate load takes two slots.
-	var idx []int // raw slot → instruction index
+	return bss
+}
+
+// rawIndex maps raw slots to instruction indexes (-1: the second slot of
+// a 64-bit immediate load) and instruction indexes to raw slots: jump
+// offsets count raw slots.
+func rawIndex(insns asm.Instructions) (idx, raw []int) {
 	for i, ins := range insns {
 		idx = append(idx, i)
 		if ins.Size() == 16 {
 			idx = append(idx, -1)
 		}
 	}
-	raw := make([]int, len(insns))
+	raw = make([]int, len(insns))
 	for s, i := range idx {
 		if i >= 0 {
 			raw[i] = s
 		}
 	}
-	var r [11]uint64
-	r[1], r[2], r[3], r[10] = argsBase, ret, sel, stackTop
-	pc := 0
-	for steps := 0; ; steps++ {
-		require.Less(t, steps, 100000, "runaway program")
-		if m.inline && pc == len(insns) {
-			require.LessOrEqual(t, r[0], uint64(1), "the inline code leaves 0 or 1")
-			return r[0] == 1, 0
-		}
-		require.Less(t, pc, len(insns), "fell off the end")
-		ins := insns[pc]
-		op := ins.OpCode
-		next := pc + 1
-		jump := func(cond bool) {
-			if cond {
-				target := raw[pc] + 1 + int(ins.Offset)
-				if m.inline && target == len(idx) {
-					next = len(insns) // past the end: the caller's next instruction
-					return
-				}
-				require.True(t, target >= 0 && target < len(idx) && idx[target] >= 0, "jump into nowhere at %d: %v", pc, ins)
-				next = idx[target]
-			}
-		}
-		switch cls := op.Class(); {
-		case cls == asm.ALU64Class:
-			src := uint64(ins.Constant)
-			if op.Source() == asm.RegSource {
-				src = r[ins.Src]
-			}
-			d := &r[ins.Dst]
-			switch op.ALUOp() {
-			case asm.Mov:
-				*d = src
-			case asm.Add:
-				*d += src
-			case asm.And:
-				*d &= src
-			case asm.Or:
-				*d |= src
-			case asm.Xor:
-				*d ^= src
-			case asm.LSh:
-				*d <<= src & 63
-			case asm.RSh:
-				*d >>= src & 63
-			case asm.ArSh:
-				*d = uint64(int64(*d) >> (src & 63))
-			default:
-				t.Fatalf("insn %d: ALU op %v", pc, ins)
-			}
-		case op.IsDWordLoad() && ins.Src == asm.PseudoMapValue:
-			// The map's fd (unset here) in the low half, the offset
-			// in its value in the high half.
-			r[ins.Dst] = bssBase + uint64(ins.Constant)>>32
-		case op.IsDWordLoad():
-			require.Equal(t, asm.Register(0), ins.Src, "insn %d: %v", pc, ins)
-			r[ins.Dst] = uint64(ins.Constant)
-		case cls == asm.LdXClass:
-			n := int(op.Size().Sizeof())
-			b := m.find(r[ins.Src]+uint64(int64(ins.Offset)), n)
-			require.NotNil(t, b, "insn %d: load outside memory: %v", pc, ins)
-			var v [8]byte
-			copy(v[:], b)
-			r[ins.Dst] = binary.LittleEndian.Uint64(v[:])
-		case cls == asm.StXClass && op.Mode() == asm.AtomicMode:
-			require.Equal(t, asm.DWord, op.Size(), "insn %d: %v", pc, ins)
-			require.Equal(t, int64(asm.AddAtomic), ins.Constant, "insn %d: %v", pc, ins)
-			b := m.find(r[ins.Dst]+uint64(int64(ins.Offset)), 8)
-			require.NotNil(t, b, "insn %d: atomic outside memory: %v", pc, ins)
-			binary.LittleEndian.PutUint64(b, binary.LittleEndian.Uint64(b)+r[ins.Src])
-		case cls == asm.StClass || cls == asm.StXClass:
-			n := int(op.Size().Sizeof())
-			b := m.find(r[ins.Dst]+uint64(int64(ins.Offset)), n)
-			require.NotNil(t, b, "insn %d: store outside memory: %v", pc, ins)
-			v := uint64(ins.Constant)
-			if cls == asm.StXClass {
-				v = r[ins.Src]
-			}
-			var w [8]byte
-			binary.LittleEndian.PutUint64(w[:], v)
-			copy(b, w[:n])
-		case cls == asm.JumpClass:
-			jo := op.JumpOp()
-			switch jo {
-			case asm.Exit:
-				require.LessOrEqual(t, r[0], uint64(1), "xpred returns 0 or 1")
-				return r[0] == 1, 0
-			case asm.Call:
-				r[0] = m.helper(t, asm.BuiltinFunc(ins.Constant), r[1], r[2], r[3])
-				r[1], r[2], r[3], r[4], r[5] = 0xdead, 0xdead, 0xdead, 0xdead, 0xdead // clobbered
-			case asm.Ja:
-				jump(true)
-			default:
-				a, b := r[ins.Dst], uint64(ins.Constant)
-				if op.Source() == asm.RegSource {
-					b = r[ins.Src]
-				}
-				sa, sb := int64(a), int64(b)
-				cond := map[asm.JumpOp]bool{
-					asm.JEq: a == b, asm.JNE: a != b, asm.JGT: a > b, asm.JGE: a >= b, asm.JLT: a < b, asm.JLE: a <= b,
-					asm.JSGT: sa > sb, asm.JSGE: sa >= sb, asm.JSLT: sa < sb, asm.JSLE: sa <= sb,
-				}
-				c, ok := cond[jo]
-				require.True(t, ok, "insn %d: jump %v", pc, ins)
-				jump(c)
-			}
-		default:
-			t.Fatalf("insn %d: %v", pc, ins)
-		}
-		pc = next
+	return idx, raw
+}
+
+// vmExec is one run's machine state.
+type vmExec struct {
+	m        *vm
+	insns    asm.Instructions
+	idx, raw []int // rawIndex
+	r        [11]uint64
+	pc, next int
+}
+
+// step executes the instruction at pc, setting next; exited reports an
+// exit instruction, with its result.
+func (x *vmExec) step(t *testing.T) (exited, pass bool) {
+	ins := x.insns[x.pc]
+	op := ins.OpCode
+	x.next = x.pc + 1
+	switch cls := op.Class(); {
+	case cls == asm.ALU64Class:
+		x.alu(t, ins)
+	case op.IsDWordLoad() && ins.Src == asm.PseudoMapValue:
+		// The map's fd (unset here) in the low half, the offset
+		// in its value in the high half.
+		x.r[ins.Dst] = bssBase + uint64(ins.Constant)>>32
+	case op.IsDWordLoad():
+		require.Equal(t, asm.Register(0), ins.Src, "insn %d: %v", x.pc, ins)
+		x.r[ins.Dst] = uint64(ins.Constant)
+	case cls == asm.LdXClass:
+		n := int(op.Size().Sizeof())
+		b := x.m.find(x.r[ins.Src]+uint64(int64(ins.Offset)), n)
+		require.NotNil(t, b, "insn %d: load outside memory: %v", x.pc, ins)
+		var v [8]byte
+		copy(v[:], b)
+		x.r[ins.Dst] = binary.LittleEndian.Uint64(v[:])
+	case cls == asm.StXClass && op.Mode() == asm.AtomicMode:
+		require.Equal(t, asm.DWord, op.Size(), "insn %d: %v", x.pc, ins)
+		require.Equal(t, int64(asm.AddAtomic), ins.Constant, "insn %d: %v", x.pc, ins)
+		b := x.m.find(x.r[ins.Dst]+uint64(int64(ins.Offset)), 8)
+		require.NotNil(t, b, "insn %d: atomic outside memory: %v", x.pc, ins)
+		binary.LittleEndian.PutUint64(b, binary.LittleEndian.Uint64(b)+x.r[ins.Src])
+	case cls == asm.StClass || cls == asm.StXClass:
+		x.store(t, ins)
+	case cls == asm.JumpClass:
+		return x.jumpInsn(t, ins)
+	default:
+		t.Fatalf("insn %d: %v", x.pc, ins)
 	}
+	return false, false
+}
+
+// alu executes a 64-bit ALU instruction.
+func (x *vmExec) alu(t *testing.T, ins asm.Instruction) {
+	src := uint64(ins.Constant)
+	if ins.OpCode.Source() == asm.RegSource {
+		src = x.r[ins.Src]
+	}
+	d := &x.r[ins.Dst]
+	switch ins.OpCode.ALUOp() {
+	case asm.Mov:
+		*d = src
+	case asm.Add:
+		*d += src
+	case asm.And:
+		*d &= src
+	case asm.Or:
+		*d |= src
+	case asm.Xor:
+		*d ^= src
+	case asm.LSh:
+		*d <<= src & 63
+	case asm.RSh:
+		*d >>= src & 63
+	case asm.ArSh:
+		*d = uint64(int64(*d) >> (src & 63))
+	default:
+		t.Fatalf("insn %d: ALU op %v", x.pc, ins)
+	}
+}
+
+// store executes a store of an immediate or a register.
+func (x *vmExec) store(t *testing.T, ins asm.Instruction) {
+	n := int(ins.OpCode.Size().Sizeof())
+	b := x.m.find(x.r[ins.Dst]+uint64(int64(ins.Offset)), n)
+	require.NotNil(t, b, "insn %d: store outside memory: %v", x.pc, ins)
+	v := uint64(ins.Constant)
+	if ins.OpCode.Class() == asm.StXClass {
+		v = x.r[ins.Src]
+	}
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], v)
+	copy(b, w[:n])
+}
+
+// jumpInsn executes an exit, a helper call or a jump.
+func (x *vmExec) jumpInsn(t *testing.T, ins asm.Instruction) (exited, pass bool) {
+	r := &x.r
+	jo := ins.OpCode.JumpOp()
+	switch jo {
+	case asm.Exit:
+		require.LessOrEqual(t, r[0], uint64(1), "xpred returns 0 or 1")
+		return true, r[0] == 1
+	case asm.Call:
+		r[0] = x.m.helper(t, asm.BuiltinFunc(ins.Constant), r[1], r[2], r[3])
+		r[1], r[2], r[3], r[4], r[5] = 0xdead, 0xdead, 0xdead, 0xdead, 0xdead // clobbered
+	case asm.Ja:
+		x.jump(t, ins)
+	default:
+		a, b := r[ins.Dst], uint64(ins.Constant)
+		if ins.OpCode.Source() == asm.RegSource {
+			b = r[ins.Src]
+		}
+		sa, sb := int64(a), int64(b)
+		cond := map[asm.JumpOp]bool{
+			asm.JEq: a == b, asm.JNE: a != b, asm.JGT: a > b, asm.JGE: a >= b, asm.JLT: a < b, asm.JLE: a <= b,
+			asm.JSGT: sa > sb, asm.JSGE: sa >= sb, asm.JSLT: sa < sb, asm.JSLE: sa <= sb,
+		}
+		c, ok := cond[jo]
+		require.True(t, ok, "insn %d: jump %v", x.pc, ins)
+		if c {
+			x.jump(t, ins)
+		}
+	}
+	return false, false
+}
+
+// jump sets next to the target of the taken jump ins.
+func (x *vmExec) jump(t *testing.T, ins asm.Instruction) {
+	target := x.raw[x.pc] + 1 + int(ins.Offset)
+	if x.m.inline && target == len(x.idx) {
+		x.next = len(x.insns) // past the end: the caller's next instruction
+		return
+	}
+	require.True(t, target >= 0 && target < len(x.idx) && x.idx[target] >= 0, "jump into nowhere at %d: %v", x.pc, ins)
+	x.next = x.idx[target]
 }
 
 // helper: probe reads; the user ones only read below the kernel half,

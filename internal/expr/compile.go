@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/plural"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -331,7 +332,7 @@ func (p *Plan) Describe() []string {
 		out = append(out, l)
 	}
 	if p.Filter != "" {
-		out = append(out, fmt.Sprintf("--filter %s: %d comparisons, %d ops at entry, %d at exit", p.Filter, len(p.Terms), len(p.EntryOps), len(p.ExitOps)))
+		out = append(out, fmt.Sprintf("--filter %s: %s, %s at entry, %d at exit", p.Filter, plural.Count(len(p.Terms), "comparison"), plural.Count(len(p.EntryOps), "op"), len(p.ExitOps)))
 		for i, t := range p.Terms {
 			out = append(out, fmt.Sprintf("  term %d: %s %s", i, t.Fetch, t.opString()))
 		}

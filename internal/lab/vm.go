@@ -215,136 +215,170 @@ func (c *Config) boot(ctx context.Context, qemu, initrd, accel string, res *Resu
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", qemu, err)
 	}
-
-	var (
-		mu        sync.Mutex
-		tail      []string
-		status    = -1
-		kvmBroken bool
-		sawOutput = make(chan struct{}, 1)
-	)
-	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	con := &qemuConsole{
+		c: c, res: res, qstart: qstart, status: -1, sawOutput: make(chan struct{}, 1),
+		kill: func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) },
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			l := sc.Text()
-			// A nested hypervisor may also refuse an MSR the guest CPU
-			// model sets: QEMU aborts ("failed to set MSR 0x10a").
-			if strings.Contains(l, "KVM internal error") || strings.Contains(l, "kvm run failed") || strings.Contains(l, "failed to set MSR") {
-				mu.Lock()
-				kvmBroken = true
-				mu.Unlock()
-				kill()
-			}
-			fmt.Fprintln(c.Stderr, "qemu: "+l)
-		}
-		io.Copy(io.Discard, stderr) // keep QEMU from blocking on an overlong line
+		con.readStderr(stderr)
 	}()
 	go func() {
 		defer wg.Done()
-		br := bufio.NewReaderSize(stdout, 64<<10)
-		first := true
-		for {
-			raw, rerr := br.ReadString('\n')
-			if raw == "" && rerr != nil {
-				break
-			}
-			l := strings.TrimRight(raw, "\r\n")
-			if first {
-				first = false
-				sawOutput <- struct{}{}
-			}
-			mu.Lock()
-			tail = append(tail, l)
-			if len(tail) > 30 {
-				tail = tail[1:]
-			}
-			mu.Unlock()
-			if i := strings.Index(l, guest.StartMarker); i >= 0 {
-				res.Boot = time.Since(qstart)
-				f := strings.Fields(l[i+len(guest.StartMarker):])
-				if len(f) > 0 {
-					res.Release = f[0]
-				}
-				if len(f) > 1 {
-					if up, err := strconv.ParseFloat(f[1], 64); err == nil {
-						res.KernelUp = time.Duration(up * float64(time.Second))
-					}
-				}
-				if pre := l[:i]; pre != "" {
-					fmt.Fprintln(c.Stdout, pre)
-				}
-				continue
-			}
-			if strings.HasSuffix(l, "reboot: Power down") {
-				continue
-			}
-			if i := strings.Index(l, guest.ExitMarker); i >= 0 {
-				if n, err := strconv.Atoi(strings.TrimSpace(l[i+len(guest.ExitMarker):])); err == nil {
-					mu.Lock()
-					status = n
-					mu.Unlock()
-				}
-				if pre := l[:i]; pre != "" {
-					fmt.Fprintln(c.Stdout, pre)
-				}
-				continue
-			}
-			fmt.Fprintln(c.Stdout, l)
-		}
+		con.readStdout(stdout)
 	}()
 	done := make(chan error, 1)
 	go func() {
 		wg.Wait()
 		done <- cmd.Wait()
 	}()
+	werr, timedOut, interrupted := con.wait(ctx, done, accel == "kvm")
+	con.mu.Lock()
+	defer con.mu.Unlock()
+	tail := strings.Join(con.tail, "\n")
+	if con.kvmBroken {
+		return errKVMBroken
+	}
+	if interrupted {
+		return fmt.Errorf("interrupted; last console lines:\n%s", tail)
+	}
+	if timedOut {
+		return fmt.Errorf("%w (--timeout %s, kernel %s); last console lines:\n%s", ErrTimeout, timeout, c.Kernel, tail)
+	}
+	if con.status < 0 {
+		return fmt.Errorf("guest powered off without an exit status (kernel panic or crash; qemu: %v); last console lines:\n%s", werr, tail)
+	}
+	res.ExitStatus = con.status
+	return nil
+}
+
+// qemuConsole follows one QEMU run's output: it streams the guest console
+// to c.Stdout, keeps its last 30 lines, reads the start and exit markers,
+// and tells a broken KVM apart.
+type qemuConsole struct {
+	c         *Config
+	res       *Result   // Boot, Release and KernelUp, from the start marker
+	qstart    time.Time // when QEMU started
+	kill      func()    // kills QEMU's process group
+	sawOutput chan struct{}
+
+	mu        sync.Mutex
+	tail      []string // the last 30 console lines
+	status    int      // the guest's exit status; -1 before the exit marker
+	kvmBroken bool
+}
+
+// readStderr copies QEMU's messages to c.Stderr, killing QEMU when KVM
+// fails under it.
+func (con *qemuConsole) readStderr(stderr io.Reader) {
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		l := sc.Text()
+		// A nested hypervisor may also refuse an MSR the guest CPU
+		// model sets: QEMU aborts ("failed to set MSR 0x10a").
+		if strings.Contains(l, "KVM internal error") || strings.Contains(l, "kvm run failed") || strings.Contains(l, "failed to set MSR") {
+			con.mu.Lock()
+			con.kvmBroken = true
+			con.mu.Unlock()
+			con.kill()
+		}
+		fmt.Fprintln(con.c.Stderr, "qemu: "+l)
+	}
+	io.Copy(io.Discard, stderr) // keep QEMU from blocking on an overlong line
+}
+
+// readStdout reads the guest console line by line until QEMU closes it.
+func (con *qemuConsole) readStdout(stdout io.Reader) {
+	br := bufio.NewReaderSize(stdout, 64<<10)
+	first := true
+	for {
+		raw, rerr := br.ReadString('\n')
+		if raw == "" && rerr != nil {
+			return
+		}
+		l := strings.TrimRight(raw, "\r\n")
+		if first {
+			first = false
+			con.sawOutput <- struct{}{}
+		}
+		con.mu.Lock()
+		con.tail = append(con.tail, l)
+		if len(con.tail) > 30 {
+			con.tail = con.tail[1:]
+		}
+		con.mu.Unlock()
+		con.line(l)
+	}
+}
+
+// line handles one console line: the start marker sets the boot figures,
+// the exit marker the status; the text before a marker and every other
+// line but the power-down message go to c.Stdout.
+func (con *qemuConsole) line(l string) {
+	if i := strings.Index(l, guest.StartMarker); i >= 0 {
+		con.res.Boot = time.Since(con.qstart)
+		f := strings.Fields(l[i+len(guest.StartMarker):])
+		if len(f) > 0 {
+			con.res.Release = f[0]
+		}
+		if len(f) > 1 {
+			if up, err := strconv.ParseFloat(f[1], 64); err == nil {
+				con.res.KernelUp = time.Duration(up * float64(time.Second))
+			}
+		}
+		if pre := l[:i]; pre != "" {
+			fmt.Fprintln(con.c.Stdout, pre)
+		}
+		return
+	}
+	if strings.HasSuffix(l, "reboot: Power down") {
+		return
+	}
+	if i := strings.Index(l, guest.ExitMarker); i >= 0 {
+		if n, err := strconv.Atoi(strings.TrimSpace(l[i+len(guest.ExitMarker):])); err == nil {
+			con.mu.Lock()
+			con.status = n
+			con.mu.Unlock()
+		}
+		if pre := l[:i]; pre != "" {
+			fmt.Fprintln(con.c.Stdout, pre)
+		}
+		return
+	}
+	fmt.Fprintln(con.c.Stdout, l)
+}
+
+// wait waits for QEMU's exit (done), killing it when ctx ends (timedOut
+// on its deadline, interrupted otherwise) or, under KVM, when the guest
+// prints nothing in 30 s (a broken KVM).
+func (con *qemuConsole) wait(ctx context.Context, done <-chan error, kvm bool) (werr error, timedOut, interrupted bool) {
 	var noOutput <-chan time.Time
-	if accel == "kvm" {
+	if kvm {
 		t := time.NewTimer(30 * time.Second)
 		defer t.Stop()
 		noOutput = t.C
 	}
-	var werr error
-	timedOut, interrupted := false, false
 	ctxDone := ctx.Done()
-loop:
 	for {
 		select {
 		case werr = <-done:
-			break loop
-		case <-sawOutput:
+			return werr, timedOut, interrupted
+		case <-con.sawOutput:
 			noOutput = nil
 		case <-noOutput:
-			mu.Lock()
-			kvmBroken = true
-			mu.Unlock()
-			kill()
+			con.mu.Lock()
+			con.kvmBroken = true
+			con.mu.Unlock()
+			con.kill()
 		case <-ctxDone:
 			ctxDone = nil
 			timedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
 			interrupted = !timedOut
-			kill()
+			con.kill()
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if kvmBroken {
-		return errKVMBroken
-	}
-	if interrupted {
-		return fmt.Errorf("interrupted; last console lines:\n%s", strings.Join(tail, "\n"))
-	}
-	if timedOut {
-		return fmt.Errorf("%w (--timeout %s, kernel %s); last console lines:\n%s", ErrTimeout, timeout, c.Kernel, strings.Join(tail, "\n"))
-	}
-	if status < 0 {
-		return fmt.Errorf("guest powered off without an exit status (kernel panic or crash; qemu: %v); last console lines:\n%s", werr, strings.Join(tail, "\n"))
-	}
-	res.ExitStatus = status
-	return nil
 }
 
 // buildInitramfs writes a newc cpio: /init (ftprobe, which acts as init when
@@ -356,102 +390,129 @@ func (c *Config) buildInitramfs(path string) error {
 		return err
 	}
 	defer f.Close()
-	w := cpio.NewWriter(f)
-	dirs := map[string]bool{}
-	mkdir := func(d string) error {
-		var parts []string
-		for d != "/" && d != "." && d != "" {
-			parts = append([]string{d}, parts...)
-			d = filepath.Dir(d)
-		}
-		for _, p := range parts {
-			if dirs[p] {
-				continue
-			}
-			dirs[p] = true
-			if err := w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(p, "/"), Mode: cpio.TypeDir | 0o755}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	addBytes := func(name string, b []byte, mode cpio.FileMode) error {
-		if err := mkdir(filepath.Dir(name)); err != nil {
-			return err
-		}
-		if err := w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(name, "/"), Mode: cpio.TypeReg | mode, Size: int64(len(b))}); err != nil {
-			return err
-		}
-		_, err := w.Write(b)
-		return err
-	}
-	addFile := func(name, src string) error {
-		fi, err := os.Stat(src)
-		if err != nil {
-			return fmt.Errorf("--add %s: %w", src, err)
-		}
-		if err := mkdir(filepath.Dir(name)); err != nil {
-			return err
-		}
-		if err := w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(name, "/"), Mode: cpio.TypeReg | cpio.FileMode(fi.Mode().Perm()), Size: fi.Size()}); err != nil {
-			return err
-		}
-		in, err := os.Open(src)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		_, err = io.Copy(w, in)
-		return err
-	}
+	a := &cpioTree{w: cpio.NewWriter(f), dirs: map[string]bool{}}
 	for _, d := range []string{"/dev", "/proc", "/sys", "/tmp", "/run", "/etc"} {
-		if err := mkdir(d); err != nil {
+		if err := a.mkdir(d); err != nil {
 			return err
 		}
 	}
-	if err := addFile("/bin/ftprobe", c.Binary); err != nil {
+	if err := a.addFile("/bin/ftprobe", c.Binary); err != nil {
 		return fmt.Errorf("guest binary: %w", err)
 	}
-	if err := mkdir("/"); err != nil {
+	if err := a.symlink("/init", "/bin/ftprobe"); err != nil {
 		return err
 	}
-	if err := w.WriteHeader(&cpio.Header{Name: "init", Mode: cpio.TypeSymlink | 0o777, Linkname: "/bin/ftprobe", Size: int64(len("/bin/ftprobe"))}); err != nil {
+	if err := c.addGuestFiles(a); err != nil {
 		return err
 	}
-	if _, err := w.Write([]byte("/bin/ftprobe")); err != nil {
-		return err
+	for _, add := range c.Add {
+		host, g, err := splitAdd(add)
+		if err != nil {
+			return err
+		}
+		if err := a.addFile(g, host); err != nil {
+			return err
+		}
 	}
+	if err := a.w.Close(); err != nil {
+		return fmt.Errorf("initramfs: %w", err)
+	}
+	return f.Close()
+}
+
+// addGuestFiles adds the guest command's spec, /etc/hostname and the
+// kernel's config as /boot/config-RELEASE when known.
+func (c *Config) addGuestFiles(a *cpioTree) error {
 	argv := append([]string{"/bin/ftprobe"}, c.Args...)
 	if c.Exec != "" {
 		argv = append([]string{c.Exec}, c.Args...)
 	}
 	spec, _ := json.Marshal(guest.Spec{Argv: argv, Env: append([]string{"FTPROBE_LAB=1", "FTPROBE_LAB_KERNEL=" + c.Kernel.String()}, c.Env...)})
-	if err := addBytes(guest.SpecPath, spec, 0o644); err != nil {
+	if err := a.addBytes(guest.SpecPath, spec, 0o644); err != nil {
 		return err
 	}
-	if err := addBytes("/etc/hostname", []byte("ftprobe-lab\n"), 0o644); err != nil {
+	if err := a.addBytes("/etc/hostname", []byte("ftprobe-lab\n"), 0o644); err != nil {
 		return err
 	}
 	if c.Kernel.Config != "" && c.Kernel.Release != "" {
 		if b, err := os.ReadFile(c.Kernel.Config); err == nil {
-			if err := addBytes("/boot/config-"+c.Kernel.Release, b, 0o644); err != nil {
+			if err := a.addBytes("/boot/config-"+c.Kernel.Release, b, 0o644); err != nil {
 				return err
 			}
 		}
 	}
-	for _, a := range c.Add {
-		host, g, err := splitAdd(a)
-		if err != nil {
-			return err
+	return nil
+}
+
+// cpioTree writes files into a cpio archive, each directory once before
+// the first file in it.
+type cpioTree struct {
+	w    *cpio.Writer
+	dirs map[string]bool // directories written
+}
+
+// mkdir writes d and its parents not written yet.
+func (a *cpioTree) mkdir(d string) error {
+	var parts []string
+	for d != "/" && d != "." && d != "" {
+		parts = append([]string{d}, parts...)
+		d = filepath.Dir(d)
+	}
+	for _, p := range parts {
+		if a.dirs[p] {
+			continue
 		}
-		if err := addFile(g, host); err != nil {
+		a.dirs[p] = true
+		if err := a.w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(p, "/"), Mode: cpio.TypeDir | 0o755}); err != nil {
 			return err
 		}
 	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("initramfs: %w", err)
+	return nil
+}
+
+// addBytes writes b as the file name.
+func (a *cpioTree) addBytes(name string, b []byte, mode cpio.FileMode) error {
+	if err := a.mkdir(filepath.Dir(name)); err != nil {
+		return err
 	}
-	return f.Close()
+	if err := a.w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(name, "/"), Mode: cpio.TypeReg | mode, Size: int64(len(b))}); err != nil {
+		return err
+	}
+	_, err := a.w.Write(b)
+	return err
+}
+
+// addFile copies the host file src as name, with its permissions.
+func (a *cpioTree) addFile(name, src string) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("--add %s: %w", src, err)
+	}
+	if err := a.mkdir(filepath.Dir(name)); err != nil {
+		return err
+	}
+	if err := a.w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(name, "/"), Mode: cpio.TypeReg | cpio.FileMode(fi.Mode().Perm()), Size: fi.Size()}); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	_, err = io.Copy(a.w, in)
+	return err
+}
+
+// symlink writes name as a symbolic link to target.
+func (a *cpioTree) symlink(name, target string) error {
+	if err := a.mkdir(filepath.Dir(name)); err != nil {
+		return err
+	}
+	if err := a.w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(name, "/"), Mode: cpio.TypeSymlink | 0o777, Linkname: target, Size: int64(len(target))}); err != nil {
+		return err
+	}
+	_, err := a.w.Write([]byte(target))
+	return err
 }
 
 func gzipReader(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }

@@ -20,6 +20,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/plural"
 )
 
 // Buckets is the number of histogram buckets (FTP_HIST_BUCKETS).
@@ -269,7 +270,7 @@ func (f *Func) log2Rows() [65]uint64 {
 // hist() does: [lo, hi) ns rows with counts and bars.
 func (t *Table) WriteHist(w io.Writer) {
 	for _, f := range t.Funcs() {
-		fmt.Fprintf(w, "\n%s (%d calls)\n", f.Name, f.Calls)
+		fmt.Fprintf(w, "\n%s (%s)\n", f.Name, plural.Count(f.Calls, "call"))
 		rows := f.log2Rows()
 		lo, hi := -1, -1
 		var peak uint64

@@ -121,7 +121,7 @@ func TestPipelineEntryTree(t *testing.T) {
 			"    ext4_file_open [ext4](inode=0xffff000012340000, filp=0xffff000056780000) = -ENOENT  1.500µs\n", out)
 	require.NotNil(t, sum.Entry)
 	assert.Equal(t, EntrySummary{Calls: 2, Shown: 2, WindowRejected: 7, ThreadExits: 1}, *sum.Entry)
-	assert.Contains(t, r.log.String(), "--entry: 2 entry calls (2 trees written, 0 unfinished), 7 calls outside them not recorded, 1 threads exited inside one")
+	assert.Contains(t, r.log.String(), "--entry: 2 entry calls (2 trees written, 0 unfinished), 7 calls outside them not recorded, 1 thread exited inside one")
 
 	// --errors: the successful open's tree is left out; JSON.
 	r = newTestRun(Options{Entries: []string{"do_sys_openat2"}, Output: "json", Filters: attach.Filters{ErrorsOnly: true}}, recs...)

@@ -16,7 +16,7 @@ import (
 func TestLossText(t *testing.T) {
 	assert.Equal(t, "none lost", lossText(attach.Losses{NoEntry: 3}))
 	assert.Equal(t, "none lost; incomplete: 2 string reads faulted", lossText(attach.Losses{StringFaults: 2}))
-	assert.Equal(t, "LOST: 5 ringbuf drops; incomplete: 1 stacks not captured",
+	assert.Equal(t, "LOST: 5 ringbuf drops; incomplete: 1 stack not captured",
 		lossText(attach.Losses{RingbufDrops: 5, NoEntry: 1, StackFailures: 1}))
 	s := &Summary{Mode: "fentry+fexit", Losses: attach.Losses{StringFaults: 2, NoEntry: 3}}
 	assert.Contains(t, s.Line(), "; none lost (3 calls in flight at attach, detach or the command's exec: 3 exits without entry, 0 entries without exit); incomplete: 2 string reads faulted")

@@ -16,6 +16,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/events"
+	"github.com/ftprobe/ftprobe/internal/plural"
 	"github.com/ftprobe/ftprobe/internal/stats"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
@@ -298,7 +299,7 @@ func (p *pipeline) detach() error {
 	p.tr.Detach()
 	sum.Attach, sum.Detach = p.attachTook, time.Since(tDetach)
 	if o.Verbose {
-		fmt.Fprintf(o.Log, "ftprobe: traced for %s, detached %d functions in %s\n", sum.Elapsed.Round(time.Millisecond), len(p.attached), sum.Detach.Round(time.Millisecond))
+		fmt.Fprintf(o.Log, "ftprobe: traced for %s, detached %s in %s\n", sum.Elapsed.Round(time.Millisecond), plural.Count(len(p.attached), "function"), sum.Detach.Round(time.Millisecond))
 	}
 	if !p.stop.counted {
 		p.src.SetDeadline(time.Now())

@@ -135,7 +135,7 @@ func TestPipelineJSON(t *testing.T) {
 	assert.Equal(t, json.Number("20000000"), s["attach_ns"])
 	assert.Equal(t, map[string]any{"do_sys_openat2": json.Number("1"), "ext4_file_open [ext4]": json.Number("1")}, s["per_function"])
 	assert.Equal(t, json.Number("5"), s["losses"].(map[string]any)["ringbuf_drops"])
-	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) from 2 functions in fentry+fexit mode in T; 0 skipped, 0 failed to attach; LOST: 5 ringbuf drops; --filter rejected 1 calls", summaryLine(r.log.String()))
+	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) from 2 functions in fentry+fexit mode in T; 0 skipped, 0 failed to attach; LOST: 5 ringbuf drops; --filter rejected 1 call", summaryLine(r.log.String()))
 }
 
 // TestPipelinePerfetto: the calls become nested slices of one trace,
@@ -171,7 +171,7 @@ func TestPipelinePerfetto(t *testing.T) {
 	assert.Equal(t, "-ENOENT", inner.Args["ret_str"])
 	assert.Equal(t, uint32(105), inner.Pid)
 	assert.Equal(t, uint32(106), inner.Tid)
-	assert.Contains(t, r.log.String(), "ftprobe: perfetto: 1 exits without a recorded entry have no slice\n")
+	assert.Contains(t, r.log.String(), "ftprobe: perfetto: 1 exit without a recorded entry has no slice\n")
 	assert.Equal(t, uint64(5), sum.Events)
 	assert.Equal(t, 2, sum.PerFunction["do_sys_openat2"])
 }
@@ -236,7 +236,7 @@ func TestPipelineLosses(t *testing.T) {
 	require.NotNil(t, sum)
 	assert.Equal(t, uint64(5), sum.Losses.RingbufDrops)
 	assert.Contains(t, r.log.String(), "ftprobe: recursion misses by program (a program preempted or interrupted on its CPU and run again there): ftp_fentry (vfs_read) 2, ftp_kmulti 1\n")
-	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) from 2 functions in fentry+fexit mode in T; 0 skipped, 1 failed to attach; LOST: 5 ringbuf drops, 3 recursion misses (2 calls in flight at attach, detach or the command's exec: 2 exits without entry, 0 entries without exit); incomplete: 1 stacks not captured",
+	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) from 2 functions in fentry+fexit mode in T; 0 skipped, 1 failed to attach; LOST: 5 ringbuf drops, 3 recursion misses (2 calls in flight at attach, detach or the command's exec: 2 exits without entry, 0 entries without exit); incomplete: 1 stack not captured",
 		summaryLine(r.log.String()))
 
 	// Nothing lost, but a matched function failed to attach: its calls
@@ -282,7 +282,7 @@ func TestPipelineEntryOnly(t *testing.T) {
 	assert.Equal(t, uint64(1), sum.Entries)
 	assert.Empty(t, sum.PerFunction, "exits are counted per function")
 	assert.Contains(t, r.out.String(), "exiter 105/106  → do_exit(code=0)")
-	assert.Equal(t, "ftprobe: 1 events (1 entries, 0 exits) from 3 functions in fentry+fexit mode in T; 0 skipped, 0 failed to attach; entry only: do_exit (noreturn); none lost", summaryLine(r.log.String()))
+	assert.Equal(t, "ftprobe: 1 event (1 entry, 0 exits) from 3 functions in fentry+fexit mode in T; 0 skipped, 0 failed to attach; entry only: do_exit (noreturn); none lost", summaryLine(r.log.String()))
 }
 
 // TestPipelineTargetExited: a --pid that is gone is reported as exited
@@ -315,7 +315,7 @@ func TestPipelineStats(t *testing.T) {
 	assert.Equal(t, uint64(4), m.Events)
 	assert.NotZero(t, m.RSSBytes)
 	assert.NotZero(t, m.Heap)
-	assert.Regexp(t, `(?m)^ftprobe: \+0s: 4 events \([0-9]+/s\), rss [0-9.]+ MiB, live heap [0-9.]+ MiB; LOST: 1 ringbuf drops$`, r.log.String())
+	assert.Regexp(t, `(?m)^ftprobe: \+0s: 4 events \([0-9]+/s\), rss [0-9.]+ MiB, live heap [0-9.]+ MiB; LOST: 1 ringbuf drop$`, r.log.String())
 }
 
 // testAggs are kernel tables: 3 calls of do_sys_openat2, 2 timed (1 µs

@@ -11,6 +11,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/events"
 	"github.com/ftprobe/ftprobe/internal/expr"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/plural"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 	"github.com/ftprobe/ftprobe/internal/trial"
 )
@@ -206,11 +207,11 @@ func (p *planner) openAuto() (*attach.Tracer, *symbols.Resolution, error) {
 		t, err := p.open(ao)
 		if err == nil {
 			if i == 0 {
-				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions: %s\n", m, len(res.Funcs), why)
+				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %s: %s\n", m, plural.Count(len(res.Funcs), "function"), why)
 			} else if o.Verbose {
-				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions; unavailable here: %s\n", m, len(res.Funcs), strings.Join(unavailable, "; "))
+				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %s; unavailable here: %s\n", m, plural.Count(len(res.Funcs), "function"), strings.Join(unavailable, "; "))
 			} else {
-				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %d functions; %s unavailable here (--verbose says why)\n", m, len(res.Funcs), strings.Join(tried, ", "))
+				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %s; %s unavailable here (--verbose says why)\n", m, plural.Count(len(res.Funcs), "function"), strings.Join(tried, ", "))
 			}
 			return t, res, nil
 		}
@@ -295,8 +296,8 @@ func (p *planner) openMixed(resF *symbols.Resolution, tramp string) (*attach.Tra
 	}
 	sort.Strings(parts)
 	multi := strings.TrimPrefix(t.Mode, tramp+"+")
-	fmt.Fprintf(o.Log, "ftprobe: auto mode: %d functions through %s trampolines (cheaper per call), %d through %s because %s cannot take them: %s\n",
-		len(fs), tramp, len(ms), multi, tramp, strings.Join(parts, ", "))
+	fmt.Fprintf(o.Log, "ftprobe: auto mode: %s through %s trampolines (cheaper per call), %d through %s because %s cannot take them: %s\n",
+		plural.Count(len(fs), "function"), tramp, len(ms), multi, tramp, strings.Join(parts, ", "))
 	res := &symbols.Resolution{Mode: t.Mode, Funcs: append(fs, ms...), Skipped: resK.Skipped, Reasons: resK.Reasons, Notes: resF.Notes}
 	return t, res, nil
 }

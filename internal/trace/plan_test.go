@@ -89,7 +89,7 @@ func TestAutoPicksFentry(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, "fentry+fexit", tr.Mode)
 			assert.Equal(t, []string{"vfs_read"}, names(res.Funcs), "vfs_write excluded")
-			assert.Equal(t, "ftprobe: auto mode picked fentry+fexit for 1 functions: fentry/fexit trampolines cost less per call\n", log)
+			assert.Equal(t, "ftprobe: auto mode picked fentry+fexit for 1 function: fentry/fexit trampolines cost less per call\n", log)
 			assert.Equal(t, []string{"fentry+fexit"}, fk.modes())
 			c := fk.calls[0]
 			assert.Equal(t, res.Funcs, c.Funcs)
@@ -112,7 +112,7 @@ func TestAutoKernelTypes(t *testing.T) {
 	tr, _, log, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}}, fk)
 	require.NoError(t, err)
 	assert.Equal(t, attach.ModeFentryMulti, tr.Mode)
-	assert.Contains(t, log, "auto mode picked fentry.multi+fexit.multi for 1 functions: this kernel has tracing multi links")
+	assert.Contains(t, log, "auto mode picked fentry.multi+fexit.multi for 1 function: this kernel has tracing multi links")
 
 	fk = &fakeKernel{types: map[string]bool{"BPF_TRACE_FSESSION": true, "BPF_TRACE_FENTRY_MULTI": true, "BPF_TRACE_FSESSION_MULTI": true}}
 	tr, _, _, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}}, fk)
@@ -125,7 +125,7 @@ func TestAutoKernelTypes(t *testing.T) {
 	tr, _, log, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}}, fk)
 	require.NoError(t, err)
 	assert.Equal(t, attach.ModeFSession, tr.Mode)
-	assert.Equal(t, "ftprobe: auto mode picked fsession for 1 functions; fsession.multi, fentry.multi+fexit.multi unavailable here (--verbose says why)\n", log)
+	assert.Equal(t, "ftprobe: auto mode picked fsession for 1 function; fsession.multi, fentry.multi+fexit.multi unavailable here (--verbose says why)\n", log)
 	assert.Equal(t, []string{"fsession.multi", "fentry.multi+fexit.multi", "fsession"}, fk.modes())
 
 	fk.calls = nil
@@ -133,7 +133,7 @@ func TestAutoKernelTypes(t *testing.T) {
 	tr, _, log, err = testPlan(t, "arm64-7.3", Options{Patterns: []string{"vfs_read"}, Verbose: true}, fk)
 	require.NoError(t, err)
 	assert.Equal(t, attach.ModeFentryFexit, tr.Mode)
-	assert.Contains(t, log, "ftprobe: auto mode picked fentry+fexit for 1 functions; unavailable here: fsession.multi: unsupported on this kernel; tracing multi link: unsupported on this kernel; fsession: unsupported on this kernel\n")
+	assert.Contains(t, log, "ftprobe: auto mode picked fentry+fexit for 1 function; unavailable here: fsession.multi: unsupported on this kernel; tracing multi link: unsupported on this kernel; fsession: unsupported on this kernel\n")
 	assert.Contains(t, log, "ftprobe: plan (fentry+fexit mode):\n  trace vfs_read")
 }
 
@@ -208,7 +208,7 @@ func TestAutoMixed(t *testing.T) {
 	require.Len(t, c.MultiFuncs, 1)
 	assert.Less(t, c.Funcs[0].Addr, c.MultiFuncs[0].Addr, "the trampoline takes the copy the kernel resolves")
 	assert.Equal(t, []uint32{0, 1}, []uint32{c.Funcs[0].ID, c.MultiFuncs[0].ID}, "one id space")
-	assert.Equal(t, "ftprobe: auto mode: 1 functions through fentry+fexit trampolines (cheaper per call), 1 through kprobe.multi+kretprobe.multi because fentry+fexit cannot take them: 1 another copy: a trampoline attaches by name to the copy the kernel resolves\n", log)
+	assert.Equal(t, "ftprobe: auto mode: 1 function through fentry+fexit trampolines (cheaper per call), 1 through kprobe.multi+kretprobe.multi because fentry+fexit cannot take them: 1 another copy: a trampoline attaches by name to the copy the kernel resolves\n", log)
 	assert.Equal(t, tr.Mode, res.Mode)
 	assert.Len(t, res.Funcs, 2)
 	assert.Empty(t, res.Skipped)
@@ -234,7 +234,7 @@ func TestAutoMixed(t *testing.T) {
 	assert.Len(t, res.Funcs, 1)
 	assert.Len(t, res.Skipped, 1)
 	assert.Equal(t, []string{attach.ModeMixed, attach.ModeFentryFexit}, fk.modes())
-	assert.Equal(t, "ftprobe: auto mode picked fentry+fexit for 1 functions: fentry/fexit trampolines cost less per call\n", log)
+	assert.Equal(t, "ftprobe: auto mode picked fentry+fexit for 1 function: fentry/fexit trampolines cost less per call\n", log)
 
 	// Any other failure of the mixed open is the trace's.
 	fk = &fakeKernel{refuse: map[string]error{attach.ModeMixed: errors.New("load programs: permission denied")}}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/events"
+	"github.com/ftprobe/ftprobe/internal/plural"
 )
 
 // sink formats the events for the output: text lines, a call graph, JSON
@@ -84,7 +85,11 @@ func (s perfettoSink) end(w, log io.Writer) error {
 		return fmt.Errorf("write perfetto trace: %w", err)
 	}
 	if s.p.Skipped > 0 {
-		fmt.Fprintf(log, "ftprobe: perfetto: %d exits without a recorded entry have no slice\n", s.p.Skipped)
+		verb := " have"
+		if s.p.Skipped == 1 {
+			verb = " has"
+		}
+		fmt.Fprintf(log, "ftprobe: perfetto: %s without a recorded entry%s no slice\n", plural.Count(s.p.Skipped, "exit"), verb)
 	}
 	return nil
 }

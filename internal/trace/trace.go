@@ -18,6 +18,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/events"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/plural"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 	"github.com/ftprobe/ftprobe/internal/trial"
 )
@@ -263,8 +264,8 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, err
 	}
 	if o.DryRun {
-		fmt.Fprintf(o.Log, "ftprobe: dry run: %d functions in %s mode, %d programs loaded and verified in %s, nothing attached\n",
-			len(res.Funcs), tracer.Mode, tracer.Verified, time.Since(tAttach).Round(time.Millisecond))
+		fmt.Fprintf(o.Log, "ftprobe: dry run: %s in %s mode, %s loaded and verified in %s, nothing attached\n",
+			plural.Count(len(res.Funcs), "function"), tracer.Mode, plural.Count(tracer.Verified, "program"), time.Since(tAttach).Round(time.Millisecond))
 		return nil, nil
 	}
 	attachTook := time.Since(tAttach)
@@ -353,7 +354,7 @@ func (s *session) reportAttached(o Options, t *attach.Tracer, res *symbols.Resol
 			fmt.Fprintf(o.Log, "ftprobe: %s\n", argReadsText(direct, compiled))
 		}
 	}
-	fmt.Fprintf(o.Log, "ftprobe: tracing %d functions in %s mode (%s)\n", len(t.Attached), t.Mode, res.SkipSummary())
+	fmt.Fprintf(o.Log, "ftprobe: tracing %s in %s mode (%s)\n", plural.Count(len(t.Attached), "function"), t.Mode, res.SkipSummary())
 }
 
 // argReadsText says how the per-function trampoline programs read their
@@ -386,12 +387,13 @@ func (s *Summary) Line() string {
 	l := s.Losses
 	note := ""
 	if n := l.InFlight(); n > 0 {
-		note = fmt.Sprintf(" (%d calls in flight at attach, detach or the command's exec: %d exits without entry, %d entries without exit)", n, l.NoEntry, l.OpenAtExit)
+		note = fmt.Sprintf(" (%s in flight at attach, detach or the command's exec: %s without entry, %s without exit)",
+			plural.Count(n, "call"), plural.Count(l.NoEntry, "exit"), plural.Count(l.OpenAtExit, "entry"))
 	}
 	lost := lossTextNote(l, note)
 	seen := ""
 	if s.Deferred {
-		seen = fmt.Sprintf(" of %d calls seen in the kernel (--min-duration/--errors chose)", l.ExitHits)
+		seen = fmt.Sprintf(" of %s seen in the kernel (--min-duration/--errors chose)", plural.Count(l.ExitHits, "call"))
 	}
 	eo := ""
 	if s.EntryOnly != "" {
@@ -401,7 +403,8 @@ func (s *Summary) Line() string {
 		eo += "; " + s.TargetExited
 	}
 	if e := s.Entry; e != nil {
-		eo += fmt.Sprintf("; --entry: %d entry calls (%d trees written, %d unfinished), %d calls outside them not recorded, %d threads exited inside one", e.Calls, e.Shown, e.Unfinished, e.WindowRejected, e.ThreadExits)
+		eo += fmt.Sprintf("; --entry: %s (%s written, %d unfinished), %s outside them not recorded, %s exited inside one",
+			plural.Count(e.Calls, "entry call"), plural.Count(e.Shown, "tree"), e.Unfinished, plural.Count(e.WindowRejected, "call"), plural.Count(e.ThreadExits, "thread"))
 	}
 	// Attaching and detaching are outside the tracing window (and outside
 	// --duration); when they took long, say how long.
@@ -409,9 +412,9 @@ func (s *Summary) Line() string {
 	if s.Attach+s.Detach >= time.Second {
 		window = fmt.Sprintf(" (attaching took %s, detaching %s)", s.Attach.Round(time.Millisecond), s.Detach.Round(time.Millisecond))
 	}
-	what := fmt.Sprintf("%d events (%d entries, %d exits)%s from %d functions", s.Events, s.Entries, s.Exits, seen, s.Functions)
+	what := fmt.Sprintf("%s (%s, %s)%s from %s", plural.Count(s.Events, "event"), plural.Count(s.Entries, "entry"), plural.Count(s.Exits, "exit"), seen, plural.Count(s.Functions, "function"))
 	if s.Calls != nil {
-		what = fmt.Sprintf("%d calls of %d functions counted in the kernel", *s.Calls, s.Functions)
+		what = fmt.Sprintf("%s of %s counted in the kernel", plural.Count(*s.Calls, "call"), plural.Count(s.Functions, "function"))
 	}
 	return fmt.Sprintf("ftprobe: %s in %s mode in %s%s; %d skipped, %d failed to attach%s; %s",
 		what, s.Mode, s.Elapsed.Round(time.Millisecond), window, s.Skipped, l.FailedAttaches, eo, lost)
@@ -427,21 +430,24 @@ func lossText(l attach.Losses) string { return lossTextNote(l, "") }
 // what is incomplete.
 func lossTextNote(l attach.Losses, note string) string {
 	var lost, partial []string
-	add := func(to *[]string, n uint64, what string) {
+	// noun counted, then what befell them
+	add := func(to *[]string, n uint64, noun, what string) {
 		if n > 0 {
-			*to = append(*to, fmt.Sprintf("%d %s", n, what))
+			*to = append(*to, plural.Count(n, noun)+what)
 		}
 	}
-	add(&lost, l.RingbufDrops, "ringbuf drops")
-	add(&lost, l.KprobeMissed, "fprobe missed runs")
-	add(&lost, l.RecursionMiss, "recursion misses")
-	add(&lost, l.Unwound, "unwound frames")
-	add(&lost, l.DepthOverflow, "beyond max depth")
-	add(&lost, l.StackFull, "threads without stack slot")
-	add(&lost, l.TreeFull, "forked processes not followed (tgids map full)")
-	add(&partial, l.StringFaults, "string reads faulted")
-	add(&partial, l.StackFailures, "stacks not captured")
-	add(&partial, l.ExprFaults, "--arg/--filter reads faulted")
+	add(&lost, l.RingbufDrops, "ringbuf drop", "")
+	add(&lost, l.KprobeMissed, "fprobe missed run", "")
+	add(&lost, l.RecursionMiss, "recursion miss", "")
+	add(&lost, l.Unwound, "unwound frame", "")
+	if l.DepthOverflow > 0 {
+		lost = append(lost, fmt.Sprintf("%d beyond max depth", l.DepthOverflow))
+	}
+	add(&lost, l.StackFull, "thread", " without stack slot")
+	add(&lost, l.TreeFull, "forked process", " not followed (tgids map full)")
+	add(&partial, l.StringFaults, "string read", " faulted")
+	add(&partial, l.StackFailures, "stack", " not captured")
+	add(&partial, l.ExprFaults, "--arg/--filter read", " faulted")
 	out := "none lost"
 	if len(lost) > 0 {
 		out = "LOST: " + strings.Join(lost, ", ")
@@ -451,7 +457,7 @@ func lossTextNote(l attach.Losses, note string) string {
 		out += "; incomplete: " + strings.Join(partial, ", ")
 	}
 	if l.FilterRejects > 0 {
-		out += fmt.Sprintf("; --filter rejected %d calls", l.FilterRejects)
+		out += "; --filter rejected " + plural.Count(l.FilterRejects, "call")
 	}
 	return out
 }

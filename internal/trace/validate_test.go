@@ -110,10 +110,10 @@ func TestReportAttached(t *testing.T) {
 	out := log.String()
 	assert.Regexp(t, `^ftprobe: resolved and attached in [0-9.]+(ns|µs|ms|s) \(attaching 1.5s; --duration counts from here\)\n`, out)
 	assert.Contains(t, out, "ftprobe: not attached: ext4_file_open [ext4]: attach: unsupported on this kernel\n")
-	assert.True(t, strings.HasSuffix(out, "ftprobe: tracing 1 functions in fsession.multi mode ("+res.SkipSummary()+")\n"), out)
+	assert.True(t, strings.HasSuffix(out, "ftprobe: tracing 1 function in fsession.multi mode ("+res.SkipSummary()+")\n"), out)
 
 	log.Reset()
 	tr = &attach.Tracer{Mode: attach.ModeFentryFexit, Attached: []*symbols.Func{openat2}}
 	s.reportAttached(Options{Log: &log}, tr, res, time.Second)
-	assert.Equal(t, "ftprobe: tracing 1 functions in fentry+fexit mode ("+res.SkipSummary()+")\n", log.String())
+	assert.Equal(t, "ftprobe: tracing 1 function in fentry+fexit mode ("+res.SkipSummary()+")\n", log.String())
 }

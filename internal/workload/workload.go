@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ftprobe/ftprobe/internal/plural"
 )
 
 // Spec is one workload run.
@@ -110,6 +112,6 @@ func (r Result) Describe(s Spec) string {
 	if r.Ops > r.Errors {
 		fd = fmt.Sprintf("last fd %d", r.LastFD)
 	}
-	return fmt.Sprintf("workload %s: pid %d tid %d: %d ops on %s (%s, %d bytes, %d errors) in %s",
-		s.Kind, os.Getpid(), unix.Gettid(), r.Ops, s.Path, fd, r.Bytes, r.Errors, r.Elapsed.Round(time.Microsecond))
+	return fmt.Sprintf("workload %s: pid %d tid %d: %s on %s (%s, %d bytes, %s) in %s",
+		s.Kind, os.Getpid(), unix.Gettid(), plural.Count(r.Ops, "op"), s.Path, fd, r.Bytes, plural.Count(r.Errors, "error"), r.Elapsed.Round(time.Microsecond))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/plural"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 	"github.com/ftprobe/ftprobe/internal/trace"
 	"github.com/ftprobe/ftprobe/internal/workload"
@@ -302,7 +303,7 @@ func TestEntryThreadExit(t *testing.T) {
 	t.Logf("log:\n%s", log.String())
 	require.NotNil(t, sum.Entry)
 	assert.GreaterOrEqual(t, sum.Entry.ThreadExits, uint64(1), "the killed process's threads died inside get_signal")
-	assert.Contains(t, log.String(), fmt.Sprintf("%d threads exited inside one", sum.Entry.ThreadExits))
+	assert.Contains(t, log.String(), plural.Count(sum.Entry.ThreadExits, "thread")+" exited inside one")
 	// Their get_signal calls never return: no tree is written, and user
 	// space says how many were left open.
 	assert.Empty(t, evs, "no tree of a call that never returned")

@@ -66,7 +66,7 @@ func TestModuleFunction(t *testing.T) {
 			})
 			// The last stderr line is the summary: the CLI's own account.
 			t.Logf("%s in %s: %s", mode, time.Since(start).Round(time.Millisecond), lastLine(stderr))
-			assert.Contains(t, stderr, "ftprobe: tracing 1 functions in "+mode+" mode")
+			assert.Contains(t, stderr, "ftprobe: tracing 1 function in "+mode+" mode")
 			var entries, exits []map[string]any
 			var sum map[string]any
 			for _, m := range lines {

@@ -61,158 +61,223 @@ func RecordSymbols(dir, arch string, maxArgs, perRule int) (*symbols.RecordedMet
 	if err != nil {
 		return nil, fmt.Errorf("load vmlinux BTF: %w", err)
 	}
-	specs := map[string]*btf.Spec{"": vmlinux}
-	specFor := func(mod string) *btf.Spec {
-		if s, ok := specs[mod]; ok {
-			return s
-		}
-		s, err := btf.LoadKernelModuleSpec(mod)
-		if err != nil {
-			s = nil
-		}
-		specs[mod] = s
-		return s
-	}
-	funcsOf := func(name, mod string) []*btf.Func {
-		s := specFor(mod)
-		if s == nil {
-			return nil
-		}
-		ts, err := s.AnyTypesByName(name)
-		if err != nil {
-			return nil
-		}
-		var out []*btf.Func
-		for _, t := range ts {
-			if f, ok := t.(*btf.Func); ok {
-				out = append(out, f)
-			}
-		}
-		return out
-	}
-	proto := func(name, mod string) *btf.FuncProto {
-		fs := funcsOf(name, mod)
-		if len(fs) == 0 {
-			return nil
-		}
-		fp, _ := fs[0].Type.(*btf.FuncProto)
-		return fp
-	}
-
-	count := map[symbols.FilterKey]int{}
+	bt := btfIndex{"": vmlinux}
+	sel := newSelection(syms, perRule)
+	sel.pickListed()
 	for _, s := range syms {
-		count[symbols.FilterKey{Name: s.Name, Module: s.Module}]++
-	}
-	rules := map[string][]string{}
-	chosen := map[symbols.FilterKey]bool{}
-	add := func(rule string, k symbols.FilterKey) bool {
-		if len(rules[rule]) >= perRule {
-			return false
-		}
-		b := symbols.FilterKey{Name: symbols.BaseName(k.Name), Module: k.Module}
-		if chosen[b] {
-			return false
-		}
-		chosen[b] = true
-		n := b.Name
-		if b.Module != "" {
-			n += " [" + b.Module + "]"
-		}
-		rules[rule] = append(rules[rule], n)
-		return true
-	}
-	full := func(rule string) bool { return len(rules[rule]) >= perRule }
-	for _, n := range FixedRecordNames {
-		if count[symbols.FilterKey{Name: n}] > 0 {
-			chosen[symbols.FilterKey{Name: n}] = true
-			rules["fixed"] = append(rules["fixed"], n)
-		}
-	}
-	for _, n := range symbols.NoreturnNames() {
-		if count[symbols.FilterKey{Name: n}] > 0 {
-			chosen[symbols.FilterKey{Name: n}] = true
-			rules["noreturn"] = append(rules["noreturn"], n)
-		}
-	}
-	sort.Strings(rules["noreturn"])
-	deniedBy := map[string]bool{}
-	for _, s := range syms {
-		k := symbols.FilterKey{Name: s.Name, Module: s.Module}
-		traceable := filter[k] > 0
-		if !traceable {
-			if s.Module == "" && !full("notrace") && !symbols.IsSuffixedCopy(s.Name) && symbols.Denied(s.Name) == "" && proto(s.Name, "") != nil {
-				add("notrace", k)
-			}
-			continue
-		}
-		if d := symbols.Denied(s.Name); d != "" {
-			if !deniedBy[d] && len(rules["deny"]) < 2*perRule {
-				deniedBy[d] = true
-				b := symbols.FilterKey{Name: symbols.BaseName(s.Name), Module: s.Module}
-				if !chosen[b] {
-					chosen[b] = true
-					rules["deny"] = append(rules["deny"], b.Name)
-				}
-			}
-			continue
-		}
-		if s.Module != "" {
-			if rule := "module:" + s.Module; !full(rule) && !symbols.IsSuffixedCopy(s.Name) && proto(s.Name, s.Module) != nil {
-				add(rule, k)
-			}
-			continue
-		}
-		if symbols.IsSuffixedCopy(s.Name) {
-			for _, suf := range []string{".isra.", ".constprop.", ".part."} {
-				if strings.Contains(s.Name, suf) && !full(suf) && proto(symbols.BaseName(s.Name), "") != nil {
-					add(suf, k)
-					break
-				}
-			}
-			continue
-		}
-		fp := proto(s.Name, "")
-		if fp == nil {
-			continue
-		}
-		if count[k] > 1 && !full("duplicate") {
-			add("duplicate", k)
-			continue
-		}
-		var varargs bool
-		var byValue bool
-		for i, p := range fp.Params {
-			if p.Type == nil || (i == len(fp.Params)-1 && p.Name == "" && isVoid(p.Type)) {
-				varargs = true
-			}
-			switch btf.UnderlyingType(p.Type).(type) {
-			case *btf.Struct, *btf.Union:
-				byValue = true
-			}
-		}
-		switch n := len(fp.Params); {
-		case varargs:
-			add("varargs", k)
-		case byValue:
-			add("struct-by-value", k)
-		case n > 12:
-			add("args>12", k)
-		case n > 8:
-			add("args>8", k)
-		case n > 6:
-			add("args>6", k)
-		}
+		sel.pick(s, filter, bt)
 	}
 
 	// Everything whose base name was chosen: the exact symbol and its copies.
 	keep := func(name, mod string) bool {
-		return chosen[symbols.FilterKey{Name: symbols.BaseName(name), Module: mod}]
+		return sel.chosen[symbols.FilterKey{Name: symbols.BaseName(name), Module: mod}]
 	}
 	if err := os.MkdirAll(filepath.Join(dir, symbols.FixtureBTFDir), 0o755); err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
-	var ks bytes.Buffer
-	for _, line := range strings.Split(string(rawSyms), "\n") {
+	ks, ff := keptKallsyms(rawSyms, keep), keptFilterLines(rawFilter, keep)
+	if err := writeBTF(dir, sel.chosen, bt); err != nil {
+		return nil, err
+	}
+	rel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	meta := &symbols.RecordedMeta{Arch: arch, Release: strings.TrimSpace(string(rel)), MaxArgs: maxArgs, Rules: sel.rules}
+	mj, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	for name, data := range map[string][]byte{symbols.FixtureKallsyms: ks, symbols.FixtureFilter: ff, symbols.FixtureMeta: append(mj, '\n')} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return nil, fmt.Errorf("record: %w", err)
+		}
+	}
+	return meta, nil
+}
+
+// btfIndex holds the BTF of vmlinux ("") and of each module looked up so
+// far (nil: the module has none).
+type btfIndex map[string]*btf.Spec
+
+func (bt btfIndex) spec(mod string) *btf.Spec {
+	if s, ok := bt[mod]; ok {
+		return s
+	}
+	s, err := btf.LoadKernelModuleSpec(mod)
+	if err != nil {
+		s = nil
+	}
+	bt[mod] = s
+	return s
+}
+
+// funcs is the FUNC types named name in mod's BTF.
+func (bt btfIndex) funcs(name, mod string) []*btf.Func {
+	s := bt.spec(mod)
+	if s == nil {
+		return nil
+	}
+	ts, err := s.AnyTypesByName(name)
+	if err != nil {
+		return nil
+	}
+	var out []*btf.Func
+	for _, t := range ts {
+		if f, ok := t.(*btf.Func); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// proto is the prototype of the first FUNC named name in mod's BTF, nil
+// without one.
+func (bt btfIndex) proto(name, mod string) *btf.FuncProto {
+	fs := bt.funcs(name, mod)
+	if len(fs) == 0 {
+		return nil
+	}
+	fp, _ := fs[0].Type.(*btf.FuncProto)
+	return fp
+}
+
+// selection is the names chosen so far, by rule (at most perRule each,
+// twice that for the deny list), and the base names chosen.
+type selection struct {
+	perRule  int
+	count    map[symbols.FilterKey]int // kallsyms entries per name and module
+	rules    map[string][]string
+	chosen   map[symbols.FilterKey]bool
+	deniedBy map[string]bool // deny-list reasons with a name recorded
+}
+
+func newSelection(syms []symbols.Sym, perRule int) *selection {
+	sel := &selection{perRule: perRule, count: map[symbols.FilterKey]int{}, rules: map[string][]string{},
+		chosen: map[symbols.FilterKey]bool{}, deniedBy: map[string]bool{}}
+	for _, s := range syms {
+		sel.count[symbols.FilterKey{Name: s.Name, Module: s.Module}]++
+	}
+	return sel
+}
+
+// add records k's base name under rule, unless the rule is full or the
+// name chosen already.
+func (sel *selection) add(rule string, k symbols.FilterKey) bool {
+	if sel.full(rule) {
+		return false
+	}
+	b := symbols.FilterKey{Name: symbols.BaseName(k.Name), Module: k.Module}
+	if sel.chosen[b] {
+		return false
+	}
+	sel.chosen[b] = true
+	n := b.Name
+	if b.Module != "" {
+		n += " [" + b.Module + "]"
+	}
+	sel.rules[rule] = append(sel.rules[rule], n)
+	return true
+}
+
+func (sel *selection) full(rule string) bool { return len(sel.rules[rule]) >= sel.perRule }
+
+// pickListed chooses FixedRecordNames ("fixed") and the noreturn list
+// ("noreturn", sorted) where the kernel has them.
+func (sel *selection) pickListed() {
+	for _, n := range FixedRecordNames {
+		if sel.count[symbols.FilterKey{Name: n}] > 0 {
+			sel.chosen[symbols.FilterKey{Name: n}] = true
+			sel.rules["fixed"] = append(sel.rules["fixed"], n)
+		}
+	}
+	for _, n := range symbols.NoreturnNames() {
+		if sel.count[symbols.FilterKey{Name: n}] > 0 {
+			sel.chosen[symbols.FilterKey{Name: n}] = true
+			sel.rules["noreturn"] = append(sel.rules["noreturn"], n)
+		}
+	}
+	sort.Strings(sel.rules["noreturn"])
+}
+
+// pick chooses s for the first rule it illustrates, if that rule has
+// room: notrace, deny list, module, compiler copy, duplicate, then the
+// prototype's rules (pickByProto).
+func (sel *selection) pick(s symbols.Sym, filter map[symbols.FilterKey]int, bt btfIndex) {
+	k := symbols.FilterKey{Name: s.Name, Module: s.Module}
+	if filter[k] <= 0 { // not traceable
+		if s.Module == "" && !sel.full("notrace") && !symbols.IsSuffixedCopy(s.Name) && symbols.Denied(s.Name) == "" && bt.proto(s.Name, "") != nil {
+			sel.add("notrace", k)
+		}
+		return
+	}
+	if d := symbols.Denied(s.Name); d != "" {
+		if !sel.deniedBy[d] && len(sel.rules["deny"]) < 2*sel.perRule {
+			sel.deniedBy[d] = true
+			b := symbols.FilterKey{Name: symbols.BaseName(s.Name), Module: s.Module}
+			if !sel.chosen[b] {
+				sel.chosen[b] = true
+				sel.rules["deny"] = append(sel.rules["deny"], b.Name)
+			}
+		}
+		return
+	}
+	if s.Module != "" {
+		if rule := "module:" + s.Module; !sel.full(rule) && !symbols.IsSuffixedCopy(s.Name) && bt.proto(s.Name, s.Module) != nil {
+			sel.add(rule, k)
+		}
+		return
+	}
+	if symbols.IsSuffixedCopy(s.Name) {
+		for _, suf := range []string{".isra.", ".constprop.", ".part."} {
+			if strings.Contains(s.Name, suf) && !sel.full(suf) && bt.proto(symbols.BaseName(s.Name), "") != nil {
+				sel.add(suf, k)
+				break
+			}
+		}
+		return
+	}
+	fp := bt.proto(s.Name, "")
+	if fp == nil {
+		return
+	}
+	if sel.count[k] > 1 && !sel.full("duplicate") {
+		sel.add("duplicate", k)
+		return
+	}
+	sel.pickByProto(k, fp)
+}
+
+// pickByProto chooses k for the first prototype rule it illustrates:
+// varargs, struct by value, more than 12, 8 or 6 arguments.
+func (sel *selection) pickByProto(k symbols.FilterKey, fp *btf.FuncProto) {
+	var varargs bool
+	var byValue bool
+	for i, p := range fp.Params {
+		if p.Type == nil || (i == len(fp.Params)-1 && p.Name == "" && isVoid(p.Type)) {
+			varargs = true
+		}
+		switch btf.UnderlyingType(p.Type).(type) {
+		case *btf.Struct, *btf.Union:
+			byValue = true
+		}
+	}
+	switch n := len(fp.Params); {
+	case varargs:
+		sel.add("varargs", k)
+	case byValue:
+		sel.add("struct-by-value", k)
+	case n > 12:
+		sel.add("args>12", k)
+	case n > 8:
+		sel.add("args>8", k)
+	case n > 6:
+		sel.add("args>6", k)
+	}
+}
+
+// keptKallsyms is the text symbol lines of raw (/proc/kallsyms) whose
+// name and module keep holds.
+func keptKallsyms(raw []byte, keep func(name, mod string) bool) []byte {
+	var out bytes.Buffer
+	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 3 || (f[1] != "t" && f[1] != "T") {
 			continue
@@ -222,11 +287,17 @@ func RecordSymbols(dir, arch string, maxArgs, perRule int) (*symbols.RecordedMet
 			mod = strings.Trim(f[3], "[]")
 		}
 		if keep(f[2], mod) {
-			ks.WriteString(line + "\n")
+			out.WriteString(line + "\n")
 		}
 	}
-	var ff bytes.Buffer
-	for _, line := range strings.Split(string(rawFilter), "\n") {
+	return out.Bytes()
+}
+
+// keptFilterLines is the lines of raw (available_filter_functions) whose
+// name and module keep holds.
+func keptFilterLines(raw []byte, keep func(name, mod string) bool) []byte {
+	var out bytes.Buffer
+	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 0 {
 			continue
@@ -236,9 +307,16 @@ func RecordSymbols(dir, arch string, maxArgs, perRule int) (*symbols.RecordedMet
 			mod = strings.Trim(f[1], "[]")
 		}
 		if keep(f[0], mod) {
-			ff.WriteString(line + "\n")
+			out.WriteString(line + "\n")
 		}
 	}
+	return out.Bytes()
+}
+
+// writeBTF writes into dir's FixtureBTFDir one BTF blob per object
+// ("vmlinux" or the module's name) holding the FUNC types of the chosen
+// names, their types made shallow.
+func writeBTF(dir string, chosen map[symbols.FilterKey]bool, bt btfIndex) error {
 	byMod := map[string][]btf.Type{}
 	sh := shallower{}
 	keys := make([]symbols.FilterKey, 0, len(chosen))
@@ -249,39 +327,28 @@ func RecordSymbols(dir, arch string, maxArgs, perRule int) (*symbols.RecordedMet
 		return keys[i].Module < keys[j].Module || (keys[i].Module == keys[j].Module && keys[i].Name < keys[j].Name)
 	})
 	for _, k := range keys {
-		for _, fn := range funcsOf(k.Name, k.Module) {
+		for _, fn := range bt.funcs(k.Name, k.Module) {
 			byMod[k.Module] = append(byMod[k.Module], sh.typ(fn))
 		}
 	}
 	for mod, types := range byMod {
 		b, err := btf.NewBuilder(types, nil)
 		if err != nil {
-			return nil, fmt.Errorf("record BTF: %w", err)
+			return fmt.Errorf("record BTF: %w", err)
 		}
 		blob, err := b.Marshal(nil, nil)
 		if err != nil {
-			return nil, fmt.Errorf("record BTF: %w", err)
+			return fmt.Errorf("record BTF: %w", err)
 		}
 		name := mod
 		if name == "" {
 			name = "vmlinux"
 		}
 		if err := os.WriteFile(filepath.Join(dir, symbols.FixtureBTFDir, name), blob, 0o644); err != nil {
-			return nil, fmt.Errorf("record: %w", err)
+			return fmt.Errorf("record: %w", err)
 		}
 	}
-	rel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	meta := &symbols.RecordedMeta{Arch: arch, Release: strings.TrimSpace(string(rel)), MaxArgs: maxArgs, Rules: rules}
-	mj, err := json.MarshalIndent(meta, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("record: %w", err)
-	}
-	for name, data := range map[string][]byte{symbols.FixtureKallsyms: ks.Bytes(), symbols.FixtureFilter: ff.Bytes(), symbols.FixtureMeta: append(mj, '\n')} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return nil, fmt.Errorf("record: %w", err)
-		}
-	}
-	return meta, nil
+	return nil
 }
 
 // LoadModule loads the kernel module file at path (finit_module), so that
