@@ -19,7 +19,7 @@ func newFeaturesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "features",
 		Short: "Report which attach paths work on this kernel, proven by a real load and attach, with reasons",
-		Long: wrap("features loads a trivial counting program through each attach path ("+strings.Join(features.Modes, ", ")+
+		Long: wrap("features loads a trivial counting program through each attach path ("+strings.Join(features.Paths, ", ")+
 			"), attaches it to "+features.Target+" ("+string(attach.PathTPBTF)+": to the sys_enter tracepoint), detaches it, and reports the kernel release, BTF, tracefs, lockdown, capabilities and the kernel config that decides each verdict.", "", "", helpWidth) +
 			`Without CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) it still prints the
 report, then exits 2 naming the missing capabilities.`,
@@ -59,8 +59,8 @@ report, then exits 2 naming the missing capabilities.`,
 			fmt.Fprintln(w)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "ATTACH PATH\tWORKS\tREASON")
-			for _, m := range r.Modes {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Mode, yesno(m.Works), m.Reason)
+			for _, m := range r.Paths {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Path, yesno(m.Works), m.Reason)
 			}
 			tw.Flush()
 			if r.Hint != "" {

@@ -57,7 +57,7 @@ func TestTraceModeNames(t *testing.T) {
 	}
 	assert.NoError(t, checkTraceMode("auto"))
 	// Every other name any command or registry knows is refused.
-	others := append(append([]string{"baseline"}, bench.HitModeNames()...), features.Modes...)
+	others := append(append([]string{"baseline"}, bench.HitModeNames()...), features.Paths...)
 	for _, p := range attach.Paths {
 		others = append(others, string(p.Path))
 	}
@@ -119,7 +119,7 @@ func TestCompareModeNames(t *testing.T) {
 		assert.True(t, ok, "compare trace body %s is not a trace mode", m)
 		assert.Contains(t, valid, m)
 	}
-	for _, m := range features.Modes {
+	for _, m := range features.Paths {
 		_, ok := attach.PathByName(m)
 		assert.True(t, ok, "features row %s is not an attach path", m)
 		if m == string(attach.PathTPBTF) {
@@ -152,7 +152,7 @@ var modeLike = regexp.MustCompile(`^(fentry|fexit|fsession|kprobe|kretprobe)([._
 // registry knows (trace modes, attach paths, compare modes).
 func TestOneSpellingPerMode(t *testing.T) {
 	known := map[string]bool{"auto": true}
-	for _, n := range append(append(registryModes(), bench.HitModeNames()...), features.Modes...) {
+	for _, n := range append(append(registryModes(), bench.HitModeNames()...), features.Paths...) {
 		known[n] = true
 	}
 	for _, p := range attach.Paths {

@@ -1,4 +1,4 @@
-// Package features finds which attach modes work on the running kernel by
+// Package features finds which attach paths work on the running kernel by
 // really loading and attaching a trivial counting program to a safe
 // function, and explains each failure.
 package features
@@ -15,9 +15,9 @@ import (
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
-// Modes probed, in report order: every attach path of attach.Paths but
+// Paths probed, in report order: every attach path of attach.Paths but
 // raw_tp (a tracepoint on every syscall, not a function).
-var Modes = func() []string {
+var Paths = func() []string {
 	var ms []string
 	for _, p := range attach.Paths {
 		if p.Path != attach.PathRawTP {
@@ -31,9 +31,9 @@ var Modes = func() []string {
 // every kernel ftprobe supports (5.6+), and not on a hot path.
 const Target = "do_sys_openat2"
 
-// Result is one mode's verdict.
+// Result is one attach path's verdict.
 type Result struct {
-	Mode   string `json:"mode"`
+	Path   string `json:"path"`
 	Works  bool   `json:"works"`
 	Reason string `json:"reason,omitempty"` // why not, in words
 	Class  string `json:"class,omitempty"`  // "unsupported", "privilege" or "error"
@@ -51,7 +51,7 @@ type Report struct {
 	Capabilities []string          `json:"capabilities"`
 	ConfigSource string            `json:"config_source,omitempty"`
 	Config       map[string]string `json:"config"`
-	Modes        []Result          `json:"modes"`
+	Paths        []Result          `json:"paths"`
 	Hint         string            `json:"hint,omitempty"`
 }
 
@@ -69,8 +69,8 @@ func Probe(kin *kfeat.Info) *Report {
 	for _, k := range kfeat.ConfigKeys {
 		r.Config[k] = kin.ConfigValue(k)
 	}
-	for _, m := range Modes {
-		res := Result{Mode: m, Works: true}
+	for _, m := range Paths {
+		res := Result{Path: m, Works: true}
 		if err := probe(m); err != nil {
 			reason, class := kin.Reason(m, err)
 			res.Works, res.Reason = false, reason
@@ -83,7 +83,7 @@ func Probe(kin *kfeat.Info) *Report {
 				res.Class = "error"
 			}
 		}
-		r.Modes = append(r.Modes, res)
+		r.Paths = append(r.Paths, res)
 	}
 	if !r.Tracefs {
 		r.Hint = "tracefs is not mounted: mount -t tracefs tracefs /sys/kernel/tracing"
@@ -99,8 +99,8 @@ func Probe(kin *kfeat.Info) *Report {
 
 // Works reports whether mode works.
 func (r *Report) Works(mode string) bool {
-	for _, m := range r.Modes {
-		if m.Mode == mode {
+	for _, m := range r.Paths {
+		if m.Path == mode {
 			return m.Works
 		}
 	}
@@ -109,12 +109,12 @@ func (r *Report) Works(mode string) bool {
 
 // Get returns mode's result.
 func (r *Report) Get(mode string) Result {
-	for _, m := range r.Modes {
-		if m.Mode == mode {
+	for _, m := range r.Paths {
+		if m.Path == mode {
 			return m
 		}
 	}
-	return Result{Mode: mode}
+	return Result{Path: mode}
 }
 
 // probe attaches the counting program of path to Target through the

@@ -483,8 +483,8 @@ func TestImageArm64InLab(t *testing.T) {
 		var r struct {
 			Release string
 			Arch    string
-			Modes   []struct {
-				Mode   string
+			Paths   []struct {
+				Path   string
 				Works  bool
 				Reason string
 			}
@@ -493,9 +493,9 @@ func TestImageArm64InLab(t *testing.T) {
 		assert.Equal(t, res.Release, r.Release)
 		assert.Equal(t, "arm64", r.Arch)
 		works := map[string]bool{}
-		for _, m := range r.Modes {
-			works[m.Mode] = m.Works
-			assert.True(t, m.Works || m.Reason != "", "%s fails without a reason", m.Mode)
+		for _, m := range r.Paths {
+			works[m.Path] = m.Works
+			assert.True(t, m.Works || m.Reason != "", "%s fails without a reason", m.Path)
 		}
 		for _, m := range []string{"fentry", "fexit", "kprobe.multi", "kretprobe.multi"} {
 			assert.True(t, works[m], "%s works on arm64 7.3", m)

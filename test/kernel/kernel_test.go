@@ -721,8 +721,8 @@ func TestFeatures(t *testing.T) {
 	require.NoError(t, err)
 	var r struct {
 		Release string
-		Modes   []struct {
-			Mode   string
+		Paths   []struct {
+			Path   string
 			Works  bool
 			Reason string
 			Class  string
@@ -732,11 +732,11 @@ func TestFeatures(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &r))
 	assert.Equal(t, e.kin.Release, r.Release)
 	got := map[string]bool{}
-	for _, m := range r.Modes {
-		got[m.Mode] = m.Works
+	for _, m := range r.Paths {
+		got[m.Path] = m.Works
 		if !m.Works {
-			assert.NotEmpty(t, m.Reason, m.Mode)
-			t.Logf("%s: %s (%s)", m.Mode, m.Reason, m.Class)
+			assert.NotEmpty(t, m.Reason, m.Path)
+			t.Logf("%s: %s (%s)", m.Path, m.Reason, m.Class)
 		}
 	}
 	assert.True(t, got["tp_btf"], "tp_btf works on every lab kernel")
@@ -754,8 +754,8 @@ func TestFeatures(t *testing.T) {
 			want := e.exp[tm.Name] == ""
 			assert.Equal(t, want, got[string(p)], "%s (%s mode) on %s", p, tm.Name, e.kin)
 			if !want {
-				for _, m := range r.Modes {
-					if m.Mode == string(p) {
+				for _, m := range r.Paths {
+					if m.Path == string(p) {
 						assert.Contains(t, m.Reason, e.exp[tm.Name])
 						assert.Equal(t, "unsupported", m.Class)
 					}
