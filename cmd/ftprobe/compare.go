@@ -126,6 +126,9 @@ func runCompare(cmd *cobra.Command, o *compareOptions) error {
 		return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("compare: %w", err))
 	}
 	cfg.Version = version + " (" + revision + ")"
+	if cfg.NoSpecialize, err = noSpecialize(); err != nil {
+		return err
+	}
 	rep, err := bench.Run(ctx, kin, k, cfg)
 	if !o.quiet && tty {
 		fmt.Fprintln(cmd.ErrOrStderr())

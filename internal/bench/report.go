@@ -43,6 +43,9 @@ func (r *Report) writeTextHeader(w io.Writer) {
 	if h.Version != "" {
 		fmt.Fprintf(w, "ftprobe %s\n", h.Version)
 	}
+	if h.AsCompiled {
+		fmt.Fprintln(w, "trace bodies loaded as compiled (FTPROBE_SPECIALIZE=off)")
+	}
 	var cfg []string
 	for _, k := range sortedKeys(h.Config) {
 		cfg = append(cfg, strings.TrimPrefix(k, "CONFIG_")+"="+h.Config[k])
