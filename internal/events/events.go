@@ -61,6 +61,12 @@ const (
 type Decoder struct {
 	comms map[uint32][16]int8 // tid -> comm
 	open  map[uint32]*threadFrames
+	// The last thread looked up, its comm and frames (nil: not yet): a
+	// thread's records mostly come in runs.
+	lastTid    uint32
+	lastComm   [16]int8
+	lastFrames *threadFrames
+	lastOK     bool
 	// The exit of the call record Decode gave the entry of.
 	next    bpfobj.TraceRecHdr
 	nextDur uint64
@@ -97,7 +103,7 @@ func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
 		if h.Flags&FlagStack != 0 {
 			e.Kstack = r.Kstack
 		}
-		d.comms[h.Tid] = r.Comm
+		d.setComm(h.Tid, r.Comm)
 		d.pairArgs(e)
 		return true, nil
 	}
@@ -110,7 +116,7 @@ func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
 		d.header(h, e)
 		e.DurationNs, e.Ret, e.Args, e.X = r.DurationNs, r.Ret, r.Args, r.X
 		copy(e.Xb[:], sample[ValsSize:])
-		e.Comm = d.comms[h.Tid]
+		e.Comm = d.comm(h.Tid)
 		d.pairArgs(e)
 		return true, nil
 	}
@@ -123,7 +129,7 @@ func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
 		if len(sample) != commSize {
 			return false, fmt.Errorf("comm record of %d bytes, want %d", len(sample), commSize)
 		}
-		d.comms[h.Tid] = *(*[16]int8)(unsafe.Pointer(&sample[HeaderSize]))
+		d.setComm(h.Tid, *(*[16]int8)(unsafe.Pointer(&sample[HeaderSize])))
 		d.Comms++
 		return false, nil
 	case KindEntry:
@@ -166,7 +172,7 @@ func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
 	default:
 		return false, fmt.Errorf("record of unknown kind %d", h.Kind)
 	}
-	e.Comm = d.comms[h.Tid]
+	e.Comm = d.comm(h.Tid)
 	d.pairArgs(e)
 	return true, nil
 }
@@ -182,9 +188,26 @@ func (d *Decoder) Next(e *bpfobj.TraceEvent) bool {
 	e.Kind, e.DurationNs, e.Ret = KindExit, d.nextDur, d.nextRet
 	e.Flags &^= FlagHasArgs // its entry's, from pairArgs
 	e.Nargs, e.Args = 0, [maxArgs]uint64{}
-	e.Comm = d.comms[e.Tid]
+	e.Comm = d.comm(e.Tid)
 	d.pairArgs(e)
 	return true
+}
+
+// comm returns the comm of thread tid (zero when none was sent).
+func (d *Decoder) comm(tid uint32) [16]int8 {
+	if d.lastOK && d.lastTid == tid {
+		return d.lastComm
+	}
+	d.lastTid, d.lastComm, d.lastFrames, d.lastOK = tid, d.comms[tid], nil, true
+	return d.lastComm
+}
+
+// setComm keeps the comm of thread tid.
+func (d *Decoder) setComm(tid uint32, c [16]int8) {
+	d.comms[tid] = c
+	if d.lastOK && d.lastTid == tid {
+		d.lastComm = c
+	}
 }
 
 // threadFrames are a thread's entries not yet matched by their exit, by
@@ -199,6 +222,9 @@ type threadFrames struct {
 }
 
 func (d *Decoder) frames(tid uint32) *threadFrames {
+	if d.lastOK && d.lastTid == tid && d.lastFrames != nil {
+		return d.lastFrames
+	}
 	if d.open == nil {
 		d.open = map[uint32]*threadFrames{}
 	}
@@ -206,6 +232,9 @@ func (d *Decoder) frames(tid uint32) *threadFrames {
 	if t == nil {
 		t = &threadFrames{}
 		d.open[tid] = t
+	}
+	if d.lastOK && d.lastTid == tid {
+		d.lastFrames = t
 	}
 	return t
 }
