@@ -38,6 +38,7 @@ func TestCLIBadInput(t *testing.T) {
 	other := otherThread(t, pid)
 	self := strconv.Itoa(pid)
 	fifteen, sixteen := strings.Repeat("c", 15), strings.Repeat("c", 16)
+	page := strconv.Itoa(os.Getpagesize())
 	dir := t.TempDir()
 
 	for _, c := range []struct {
@@ -77,6 +78,10 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"trace", "--count", "many", "vfs_read"}, `invalid argument "many" for "--count"`},
 		{[]string{"trace", "--buffer-size", "1000", "vfs_read"}, "--buffer-size: ringbuf size 1000: must be a power-of-two multiple of the page size"},
 		{[]string{"trace", "--buffer-size", "-1", "vfs_read"}, `invalid argument "-1" for "--buffer-size"`},
+		{[]string{"trace", "--buffer-size", "64mb", "vfs_read"}, `invalid argument "64mb" for "--buffer-size" flag: want bytes, or a number of KiB, MiB or GiB`},
+		{[]string{"trace", "--mode", "fsession", "--buffer-size", "3MiB", "vfs_read"}, "--buffer-size: ringbuf size 3145728: must be a power-of-two multiple of the page size"},
+		{[]string{"trace", "--mode", "fsession", "--buffer-size", "4GiB", "vfs_read"}, "--buffer-size: ringbuf size 4294967296: must be a power-of-two multiple of the page size (" + page + " bytes), from " + page + " to 2147483648 (2 GiB)"},
+		{[]string{"trace", "--buffer-size", "0", "vfs_read"}, "--buffer-size: ringbuf size 0: must be a power-of-two multiple of the page size"},
 		{[]string{"trace", "--duration", "-1s", "vfs_read"}, "--duration -1s: want 0 (off) or more"},
 		{[]string{"trace", "--duration", "5", "vfs_read"}, `invalid argument "5" for "--duration"`},
 		{[]string{"trace", "--stats-every", "-1m", "vfs_read"}, "--stats-every -1m0s: want 0 (off) or more"},
@@ -214,4 +219,18 @@ func otherThread(t *testing.T, pid int) string {
 	}
 	t.Fatalf("no second thread in /proc/self/task: %v", ents)
 	return ""
+}
+
+// TestByteSize: --buffer-size takes bytes or a whole number of KiB, MiB
+// or GiB.
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]uint64{"4096": 4096, "64MiB": 64 << 20, "64M": 64 << 20, "8KiB": 8 << 10, "2GiB": 2 << 30, "1K": 1 << 10} {
+		var s byteSize
+		require.NoError(t, s.Set(in), in)
+		assert.Equal(t, want, uint64(s), in)
+	}
+	for _, in := range []string{"", "MiB", "1iB", "1TiB", "1.5MiB", "18446744073709551615K"} {
+		var s byteSize
+		assert.Error(t, s.Set(in), in)
+	}
 }

@@ -402,6 +402,9 @@ func (p *pipeline) finish() (*Summary, error) {
 			lat.WriteHist(o.Log)
 		}
 	}
+	if advice := dropsAdvice(sum.Losses, o.RingbufSize); advice != "" {
+		fmt.Fprintln(o.Log, advice)
+	}
 	fmt.Fprintln(o.Log, sum.Line())
 	if p.cmd != nil && sum.ExitStatus != 0 {
 		return sum, commandStatus(sum.ExitStatus, nil)
