@@ -595,11 +595,59 @@ func appendPad(b []byte, s string, w int) []byte {
 type JSON struct {
 	Table Table
 	Syms  Symbolizer // names stack frames (nil: hex addresses)
+	// funcs holds, by function id, the parts of a line that depend only
+	// on the function, built at its first event.
+	funcs []*jsonFunc
+}
+
+// jsonFunc is what a function's JSON lines share: `,"func":...` up to
+// its "func_id", and with a prototype, the key before each argument in
+// "args" (`,"args":{"file":`, `,"buf":`, ...).
+type jsonFunc struct {
+	head []byte
+	keys [][]byte
+}
+
+// fn returns the parts of function id's lines (f: its function, or nil).
+func (j *JSON) fn(id uint32, f *symbols.Func) *jsonFunc {
+	if int(id) < len(j.funcs) && j.funcs[id] != nil {
+		return j.funcs[id]
+	}
+	jf := &jsonFunc{head: []byte(`,"func":`)}
+	if f != nil {
+		jf.head = appendQuoted(jf.head, f.Name)
+		if f.Module != "" {
+			jf.head = append(jf.head, `,"module":`...)
+			jf.head = appendQuoted(jf.head, f.Module)
+		}
+	} else {
+		jf.head = appendQuoted(jf.head, j.Table.FuncName(id))
+	}
+	jf.head = append(jf.head, `,"func_id":`...)
+	jf.head = strconv.AppendUint(jf.head, uint64(id), 10)
+	if params, ok := protoParams(f); ok {
+		for i := range params {
+			k := []byte(`,`)
+			if i == 0 {
+				k = []byte(`,"args":{`)
+			}
+			k = appendQuoted(k, paramName(f, i))
+			jf.keys = append(jf.keys, append(k, ':'))
+		}
+	}
+	if int(id) < 1<<16 { // a record's id indexes the table; a larger one is not kept
+		for len(j.funcs) <= int(id) {
+			j.funcs = append(j.funcs, nil)
+		}
+		j.funcs[id] = jf
+	}
+	return jf
 }
 
 // Append appends one JSON line to b.
 func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 	f := j.Table.Lookup(e.FuncId)
+	jf := j.fn(e.FuncId, f)
 	if e.Kind == KindEntry {
 		b = append(b, `{"type":"entry","ts_ns":`...)
 	} else {
@@ -607,18 +655,7 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 	}
 	b = strconv.AppendUint(b, e.TsNs, 10)
 	b = appendJSONWhere(b, e)
-	b = append(b, `,"func":`...)
-	if f != nil {
-		b = appendQuoted(b, f.Name)
-		if f.Module != "" {
-			b = append(b, `,"module":`...)
-			b = appendQuoted(b, f.Module)
-		}
-	} else {
-		b = appendQuoted(b, j.Table.FuncName(e.FuncId))
-	}
-	b = append(b, `,"func_id":`...)
-	b = strconv.AppendUint(b, uint64(e.FuncId), 10)
+	b = append(b, jf.head...)
 	b = append(b, `,"mode":"`...)
 	b = append(b, ModeName(e.Mode)...)
 	b = append(b, `","depth":`...)
@@ -627,7 +664,16 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 		b = append(b, `,"entry_only":`...)
 		b = strconv.AppendQuote(b, f.EntryOnly)
 	}
-	b = appendJSONArgs(b, f, e, e.Kind == KindEntry || e.Flags&FlagHasArgs != 0)
+	withArgs := e.Kind == KindEntry || e.Flags&FlagHasArgs != 0
+	if withArgs && len(jf.keys) > 0 {
+		for i, p := range f.Proto.Params[:len(jf.keys)] {
+			b = append(b, jf.keys[i]...)
+			b = appendArg(b, p, e, i, true)
+		}
+		b = append(b, '}')
+		withArgs = false
+	}
+	b = appendJSONArgs(b, f, e, withArgs)
 	if e.Flags&FlagStack != 0 {
 		b = j.appendJSONStack(b, e)
 	}
