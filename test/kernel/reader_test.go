@@ -74,13 +74,13 @@ func TestReaderKeepsUp(t *testing.T) {
 // at a time when told to.
 type readWorkload struct {
 	tid   int
-	start chan struct{}
+	start chan bool // true: read; false: end without reading
 	done  chan error
 }
 
 // startReader starts the workload thread with /dev/zero open, waiting.
 func startReader(t *testing.T) *readWorkload {
-	w := &readWorkload{start: make(chan struct{}), done: make(chan error, 1)}
+	w := &readWorkload{start: make(chan bool, 1), done: make(chan error, 1)}
 	tids := make(chan int)
 	go func() {
 		runtime.LockOSThread()
@@ -90,7 +90,7 @@ func startReader(t *testing.T) *readWorkload {
 			err = pinThread(0)
 		}
 		tids <- unix.Gettid()
-		if _, ok := <-w.start; !ok || err != nil {
+		if read := <-w.start; !read || err != nil {
 			w.done <- err
 			return
 		}
@@ -107,12 +107,12 @@ func startReader(t *testing.T) *readWorkload {
 	return w
 }
 
-func (w *readWorkload) run() { close(w.start); w.start = nil }
+func (w *readWorkload) run() { w.start <- true; w.start = nil }
 
 // stop ends a workload that was never run.
 func (w *readWorkload) stop() {
 	if w.start != nil {
-		close(w.start)
+		w.start <- false
 	}
 }
 
