@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -39,9 +40,12 @@ func TestReaderKeepsUp(t *testing.T) {
 			needMode(t, e, c.mode)
 			w := startReader(t)
 			defer w.stop()
-			cmd := exec.Command(bin, "trace", "--mode", c.mode, "--output", c.output, "--tid", fmt.Sprint(w.tid), "vfs_read")
-			out := &readCounter{json: c.output == "json", tid: w.tid}
-			cmd.Stdout = out
+			// The events go to a file: this process reads them once the
+			// trace is over, not through a pipe meanwhile (a read of its
+			// own would run the programs, as every task's vfs_read does,
+			// and could preempt them: kernel-skipped runs).
+			file := filepath.Join(t.TempDir(), "events")
+			cmd := exec.Command(bin, "trace", "--mode", c.mode, "--output", c.output, "--tid", fmt.Sprint(w.tid), "-o", file, "vfs_read")
 			stderr, err := cmd.StderrPipe()
 			require.NoError(t, err)
 			require.NoError(t, cmd.Start())
@@ -54,12 +58,20 @@ func TestReaderKeepsUp(t *testing.T) {
 			log += string(rest)
 			require.NoError(t, cmd.Wait(), log)
 			t.Log(strings.TrimSpace(log))
+			out := &readCounter{json: c.output == "json", tid: w.tid}
+			f, err := os.Open(file)
+			require.NoError(t, err)
+			_, err = io.Copy(out, f)
+			f.Close()
+			os.Remove(file)
+			require.NoError(t, err)
 			assert.Zero(t, out.other, "lines of another thread or call")
 			assert.Equal(t, readerReads, out.entries, "entries of vfs_read(count=1) of thread %d", w.tid)
 			assert.Equal(t, readerReads, out.exits, "exits of vfs_read returning 1")
 			want := fmt.Sprintf("ftprobe: %d events (%d entries, %d exits) from 1 functions in %s mode", 2*readerReads, readerReads, readerReads, c.mode)
 			assert.Contains(t, log, want)
 			assert.Regexp(t, `; none lost\n$`, log)
+			assert.NotContains(t, log, "ringbuf drops")
 			if c.output == "json" {
 				require.NotNil(t, out.summary, "the summary line")
 				assert.EqualValues(t, 2*readerReads, out.summary.Events)
@@ -76,11 +88,14 @@ type readWorkload struct {
 	tid   int
 	start chan bool // true: read; false: end without reading
 	done  chan error
+	// end lets the thread go: until then it stays locked to the
+	// workload, so no other goroutine's read runs on it.
+	end chan struct{}
 }
 
 // startReader starts the workload thread with /dev/zero open, waiting.
 func startReader(t *testing.T) *readWorkload {
-	w := &readWorkload{start: make(chan bool, 1), done: make(chan error, 1)}
+	w := &readWorkload{start: make(chan bool, 1), done: make(chan error, 1), end: make(chan struct{})}
 	tids := make(chan int)
 	go func() {
 		runtime.LockOSThread()
@@ -102,6 +117,7 @@ func startReader(t *testing.T) *readWorkload {
 			}
 		}
 		w.done <- err
+		<-w.end
 	}()
 	w.tid = <-tids
 	return w
@@ -109,11 +125,12 @@ func startReader(t *testing.T) *readWorkload {
 
 func (w *readWorkload) run() { w.start <- true; w.start = nil }
 
-// stop ends a workload that was never run.
+// stop ends the workload: never run, or done.
 func (w *readWorkload) stop() {
 	if w.start != nil {
 		w.start <- false
 	}
+	close(w.end)
 }
 
 // waitTracing reads ftprobe's log until it says it is tracing, and
