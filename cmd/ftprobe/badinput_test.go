@@ -83,6 +83,7 @@ type badInputEnv struct {
 	pid                           int
 	self, other, missing, sixteen string
 	dir                           string
+	page                          string // the page size, bytes
 }
 
 func newBadInputEnv(t *testing.T) badInputEnv {
@@ -92,7 +93,7 @@ func newBadInputEnv(t *testing.T) badInputEnv {
 	pidMax, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	require.NoError(t, err)
 	return badInputEnv{pid: pid, self: strconv.Itoa(pid), other: otherThread(t, pid), missing: strconv.Itoa(pidMax + 1),
-		sixteen: strings.Repeat("c", 16), dir: t.TempDir()}
+		sixteen: strings.Repeat("c", 16), dir: t.TempDir(), page: strconv.Itoa(os.Getpagesize())}
 }
 
 // commandLineBadInput are the bad inputs of the command line itself:
@@ -138,6 +139,10 @@ func traceBadInput(e badInputEnv) []badInput {
 		{[]string{"trace", "--count", "many", "vfs_read"}, `invalid argument "many" for "--count"`},
 		{[]string{"trace", "--buffer-size", "1000", "vfs_read"}, "--buffer-size: ringbuf size 1000: must be a power-of-two multiple of the page size"},
 		{[]string{"trace", "--buffer-size", "-1", "vfs_read"}, `invalid argument "-1" for "--buffer-size"`},
+		{[]string{"trace", "--buffer-size", "64mb", "vfs_read"}, `invalid argument "64mb" for "--buffer-size" flag: want bytes, or a number of KiB, MiB or GiB`},
+		{[]string{"trace", "--mode", "fsession", "--buffer-size", "3MiB", "vfs_read"}, "--buffer-size: ringbuf size 3145728: must be a power-of-two multiple of the page size"},
+		{[]string{"trace", "--mode", "fsession", "--buffer-size", "4GiB", "vfs_read"}, "--buffer-size: ringbuf size 4294967296: must be a power-of-two multiple of the page size (" + e.page + " bytes), from " + e.page + " to 2147483648 (2 GiB)"},
+		{[]string{"trace", "--buffer-size", "0", "vfs_read"}, "--buffer-size: ringbuf size 0: must be a power-of-two multiple of the page size"},
 		{[]string{"trace", "--duration", "-1s", "vfs_read"}, "--duration -1s: want 0 (off) or more"},
 		{[]string{"trace", "--duration", "5", "vfs_read"}, `invalid argument "5" for "--duration"`},
 		{[]string{"trace", "--stats-every", "-1m", "vfs_read"}, "--stats-every -1m0s: want 0 (off) or more"},
@@ -281,4 +286,18 @@ func TestNoSpecialize(t *testing.T) {
 	require.EqualError(t, err, `FTPROBE_SPECIALIZE="no": want on or off`)
 	code, _ := exitcode.Of(err)
 	assert.Equal(t, exitcode.BadInput, code)
+}
+
+// TestByteSize: --buffer-size takes bytes or a whole number of KiB, MiB
+// or GiB.
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]uint64{"4096": 4096, "64MiB": 64 << 20, "64M": 64 << 20, "8KiB": 8 << 10, "2GiB": 2 << 30, "1K": 1 << 10} {
+		var s byteSize
+		require.NoError(t, s.Set(in), in)
+		assert.Equal(t, want, uint64(s), in)
+	}
+	for _, in := range []string{"", "MiB", "1iB", "1TiB", "1.5MiB", "18446744073709551615K"} {
+		var s byteSize
+		assert.Error(t, s.Set(in), in)
+	}
 }

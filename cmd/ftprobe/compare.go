@@ -333,7 +333,7 @@ func parseInts(s, flag string) ([]int, error) {
 // checkCompareNumbers checks compare's ringbuf size, reader and counts,
 // and sets cfg.ReaderDuring from reader. Its errors are bad input.
 func checkCompareNumbers(cfg *bench.Config, reader string) error {
-	if err := attach.ValidateRingbufSize(cfg.RingbufSize); err != nil {
+	if err := attach.ValidateRingbufSize(uint64(cfg.RingbufSize)); err != nil {
 		return fmt.Errorf("--buffer-size: %w", err)
 	}
 	switch reader {

@@ -30,7 +30,7 @@ func traceCmd(stat bool) *cobra.Command {
 	var (
 		o          trace.Options
 		outFile    string
-		bufferSize uint32 = defaultBufferSize // stat: no flag
+		bufferSize byteSize // 0: the default (trace.DefaultRingbufSize); stat: no flag
 		pid, tid   uint32
 		interval   time.Duration
 	)
@@ -76,7 +76,12 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 				o.Patterns = args
 			}
 			o.Filters.TGID, o.Filters.TID = pid, tid
-			o.RingbufSize = bufferSize
+			if cmd.Flags().Changed("buffer-size") {
+				if err := attach.ValidateRingbufSize(uint64(bufferSize)); err != nil {
+					return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--buffer-size: %w", err))
+				}
+			}
+			o.RingbufSize = uint32(bufferSize)
 			if stat {
 				o.Quiet = true
 			}
@@ -176,8 +181,10 @@ func checkTraceInput(o *trace.Options) error {
 	if o.MaxFunctions < 0 {
 		return fmt.Errorf("--max-functions %d: want 0 (no limit) or more", o.MaxFunctions)
 	}
-	if err := attach.ValidateRingbufSize(o.RingbufSize); err != nil {
-		return fmt.Errorf("--buffer-size: %w", err)
+	if o.RingbufSize != 0 {
+		if err := attach.ValidateRingbufSize(uint64(o.RingbufSize)); err != nil {
+			return fmt.Errorf("--buffer-size: %w", err)
+		}
 	}
 	if err := o.CheckQuiet(); err != nil {
 		return err

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,15 +13,36 @@ import (
 	"github.com/ftprobe/ftprobe/internal/trace"
 )
 
-// defaultBufferSize is trace's ringbuf size (--buffer-size); stat sends
-// no record through it.
-const defaultBufferSize = 4 << 20
+// byteSize is a size flag: bytes, or a whole number of KiB, MiB or GiB
+// ("64MiB"; K, M and G also mean them).
+type byteSize uint64
+
+func (s *byteSize) String() string {
+	if *s == 0 {
+		return ""
+	}
+	return strconv.FormatUint(uint64(*s), 10)
+}
+
+func (s *byteSize) Type() string { return "size" }
+
+func (s *byteSize) Set(v string) error {
+	num := strings.TrimRight(v, "KMGiB")
+	shift := map[string]uint{"": 0, "K": 10, "KiB": 10, "M": 20, "MiB": 20, "G": 30, "GiB": 30}
+	sh, ok := shift[v[len(num):]]
+	n, err := strconv.ParseUint(num, 10, 64)
+	if !ok || err != nil || n > math.MaxUint64>>sh {
+		return fmt.Errorf("want bytes, or a number of KiB, MiB or GiB")
+	}
+	*s = byteSize(n << sh)
+	return nil
+}
 
 // traceVars are the flag values of trace and stat that are not fields of
 // trace.Options (set into it by the command).
 type traceVars struct {
 	outFile    *string
-	bufferSize *uint32
+	bufferSize *byteSize
 	pid, tid   *uint32
 	interval   *time.Duration
 }
@@ -119,7 +142,8 @@ func traceFlags(f *pflag.FlagSet, o *trace.Options, v *traceVars, stat bool) {
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "no per-call events: print only the kernel-built --summary/--hist tables (to stdout), as stat does")
 	f.BoolVar(&o.LiveEntries, "live-entries", false, "send each entry when its call starts (by default a call with no traced call inside it sends its entry with its exit, in one ringbuf record: the same events, fewer records, but a long leaf call's entry shows only when it returns)")
 	f.IntVar(&o.Count, "count", 0, "stop after N events")
-	f.Uint32Var(v.bufferSize, "buffer-size", defaultBufferSize, "ringbuf size in bytes (power-of-two multiple of the page size)")
+	f.Var(v.bufferSize, "buffer-size", fmt.Sprintf("ringbuf size: bytes, or KiB, MiB or GiB (64MiB), a power-of-two multiple of the page size up to 2GiB (default: %s per online CPU, at least %s, at most %s)",
+		mib(trace.RingbufPerCPU), mib(trace.RingbufMin), mib(trace.RingbufMax)))
 	f.BoolVar(&o.Graph, "graph", false, "text as a call graph per thread (function_graph style): leaf calls folded, durations on exits, markers when threads interleave")
 	f.BoolVar(&o.Summary, "summary", false, "at exit, per function: calls, errors by errno, p50/p90/p99/max latency")
 	f.BoolVar(&o.Strings, "strings", false, "read char * arguments at entry (first 2 per call, 127 bytes each; … marks truncation, <fault> a failed read)")
@@ -166,3 +190,6 @@ func wayHelp(m attach.TraceMode) string {
 	}
 	return fmt.Sprintf("%s, %s, Linux %s+", links, via, m.MinKernel)
 }
+
+// mib is n bytes as "NMiB", the way --buffer-size takes it.
+func mib(n int) string { return strconv.Itoa(n>>20) + "MiB" }

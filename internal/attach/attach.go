@@ -232,12 +232,18 @@ func (t *Tracer) ArgReads() (direct, compiled int64) {
 	return t.slots.Direct.Load(), t.slots.Compiled.Load()
 }
 
+// MaxRingbufSize is the largest ringbuf the kernel creates: its size
+// (max_entries, a u32) must be a power of two (kernel/bpf/ringbuf.c
+// ringbuf_map_alloc).
+const MaxRingbufSize = 1 << 31
+
 // ValidateRingbufSize checks that n is a power-of-two multiple of the page
-// size, as BPF_MAP_TYPE_RINGBUF requires (kernel/bpf/ringbuf.c).
-func ValidateRingbufSize(n uint32) error {
-	ps := uint32(unix.Getpagesize())
-	if n < ps || n&(n-1) != 0 {
-		return fmt.Errorf("ringbuf size %d: must be a power-of-two multiple of the page size (%d bytes)", n, ps)
+// size, as BPF_MAP_TYPE_RINGBUF requires (kernel/bpf/ringbuf.c), at most
+// MaxRingbufSize.
+func ValidateRingbufSize(n uint64) error {
+	ps := uint64(unix.Getpagesize())
+	if n < ps || n&(n-1) != 0 || n > MaxRingbufSize {
+		return fmt.Errorf("ringbuf size %d: must be a power-of-two multiple of the page size (%d bytes), from %d to %d (2 GiB)", n, ps, ps, uint64(MaxRingbufSize))
 	}
 	return nil
 }
@@ -282,7 +288,7 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if opts.BTF == nil {
 		opts.BTF = btf.NewCache() // safe for concurrent use (cilium/ebpf v0.22)
 	}
-	if err := ValidateRingbufSize(opts.RingbufSize); err != nil {
+	if err := ValidateRingbufSize(uint64(opts.RingbufSize)); err != nil {
 		return nil, err
 	}
 	settings, err := settingsOf(opts, hashFrames)

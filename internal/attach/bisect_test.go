@@ -93,9 +93,11 @@ func TestBisectModeMissingDoesNotBisect(t *testing.T) {
 
 func TestValidateRingbufSize(t *testing.T) {
 	assert.NoError(t, ValidateRingbufSize(4<<20))
-	assert.NoError(t, ValidateRingbufSize(uint32(unix.Getpagesize())))
+	assert.NoError(t, ValidateRingbufSize(uint64(unix.Getpagesize())))
 	assert.ErrorContains(t, ValidateRingbufSize(1000), "power-of-two multiple of the page size")
 	assert.Error(t, ValidateRingbufSize(3<<20))
+	assert.NoError(t, ValidateRingbufSize(MaxRingbufSize))
+	assert.ErrorContains(t, ValidateRingbufSize(MaxRingbufSize*2), "to 2147483648 (2 GiB)")
 }
 
 // TestEntryOnlyFlags: an entry-only function carries FlagEntryOnly beside

@@ -61,6 +61,12 @@ const (
 type Decoder struct {
 	comms map[uint32][16]int8 // tid -> comm
 	open  map[uint32]*threadFrames
+	// The last thread looked up, its comm and frames (nil: not yet): a
+	// thread's records mostly come in runs.
+	lastTid    uint32
+	lastComm   [16]int8
+	lastFrames *threadFrames
+	lastOK     bool
 	// The exit of the call record Decode gave the entry of.
 	next    bpfobj.TraceRecHdr
 	nextDur uint64
@@ -97,7 +103,7 @@ func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
 		if h.Flags&FlagStack != 0 {
 			e.Kstack = r.Kstack
 		}
-		d.comms[h.Tid] = r.Comm
+		d.setComm(h.Tid, r.Comm)
 		d.pairArgs(e)
 		return true, nil
 	}
@@ -110,7 +116,7 @@ func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
 		d.header(h, e)
 		e.DurationNs, e.Ret, e.Args, e.X = r.DurationNs, r.Ret, r.Args, r.X
 		copy(e.Xb[:], sample[ValsSize:])
-		e.Comm = d.comms[h.Tid]
+		e.Comm = d.comm(h.Tid)
 		d.pairArgs(e)
 		return true, nil
 	}
@@ -123,7 +129,7 @@ func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
 		if len(sample) != commSize {
 			return false, fmt.Errorf("comm record of %d bytes, want %d", len(sample), commSize)
 		}
-		d.comms[h.Tid] = *(*[16]int8)(unsafe.Pointer(&sample[HeaderSize]))
+		d.setComm(h.Tid, *(*[16]int8)(unsafe.Pointer(&sample[HeaderSize])))
 		d.Comms++
 		return false, nil
 	case KindEntry:
@@ -166,7 +172,7 @@ func (d *Decoder) Decode(sample []byte, e *bpfobj.TraceEvent) (bool, error) {
 	default:
 		return false, fmt.Errorf("record of unknown kind %d", h.Kind)
 	}
-	e.Comm = d.comms[h.Tid]
+	e.Comm = d.comm(h.Tid)
 	d.pairArgs(e)
 	return true, nil
 }
@@ -182,9 +188,26 @@ func (d *Decoder) Next(e *bpfobj.TraceEvent) bool {
 	e.Kind, e.DurationNs, e.Ret = KindExit, d.nextDur, d.nextRet
 	e.Flags &^= FlagHasArgs // its entry's, from pairArgs
 	e.Nargs, e.Args = 0, [maxArgs]uint64{}
-	e.Comm = d.comms[e.Tid]
+	e.Comm = d.comm(e.Tid)
 	d.pairArgs(e)
 	return true
+}
+
+// comm returns the comm of thread tid (zero when none was sent).
+func (d *Decoder) comm(tid uint32) [16]int8 {
+	if d.lastOK && d.lastTid == tid {
+		return d.lastComm
+	}
+	d.lastTid, d.lastComm, d.lastFrames, d.lastOK = tid, d.comms[tid], nil, true
+	return d.lastComm
+}
+
+// setComm keeps the comm of thread tid.
+func (d *Decoder) setComm(tid uint32, c [16]int8) {
+	d.comms[tid] = c
+	if d.lastOK && d.lastTid == tid {
+		d.lastComm = c
+	}
 }
 
 // threadFrames are a thread's entries not yet matched by their exit, by
@@ -199,6 +222,9 @@ type threadFrames struct {
 }
 
 func (d *Decoder) frames(tid uint32) *threadFrames {
+	if d.lastOK && d.lastTid == tid && d.lastFrames != nil {
+		return d.lastFrames
+	}
 	if d.open == nil {
 		d.open = map[uint32]*threadFrames{}
 	}
@@ -206,6 +232,9 @@ func (d *Decoder) frames(tid uint32) *threadFrames {
 	if t == nil {
 		t = &threadFrames{}
 		d.open[tid] = t
+	}
+	if d.lastOK && d.lastTid == tid {
+		d.lastFrames = t
 	}
 	return t
 }
@@ -566,11 +595,59 @@ func appendPad(b []byte, s string, w int) []byte {
 type JSON struct {
 	Table Table
 	Syms  Symbolizer // names stack frames (nil: hex addresses)
+	// funcs holds, by function id, the parts of a line that depend only
+	// on the function, built at its first event.
+	funcs []*jsonFunc
+}
+
+// jsonFunc is what a function's JSON lines share: `,"func":...` up to
+// its "func_id", and with a prototype, the key before each argument in
+// "args" (`,"args":{"file":`, `,"buf":`, ...).
+type jsonFunc struct {
+	head []byte
+	keys [][]byte
+}
+
+// fn returns the parts of function id's lines (f: its function, or nil).
+func (j *JSON) fn(id uint32, f *symbols.Func) *jsonFunc {
+	if int(id) < len(j.funcs) && j.funcs[id] != nil {
+		return j.funcs[id]
+	}
+	jf := &jsonFunc{head: []byte(`,"func":`)}
+	if f != nil {
+		jf.head = appendQuoted(jf.head, f.Name)
+		if f.Module != "" {
+			jf.head = append(jf.head, `,"module":`...)
+			jf.head = appendQuoted(jf.head, f.Module)
+		}
+	} else {
+		jf.head = appendQuoted(jf.head, j.Table.FuncName(id))
+	}
+	jf.head = append(jf.head, `,"func_id":`...)
+	jf.head = strconv.AppendUint(jf.head, uint64(id), 10)
+	if params, ok := protoParams(f); ok {
+		for i := range params {
+			k := []byte(`,`)
+			if i == 0 {
+				k = []byte(`,"args":{`)
+			}
+			k = appendQuoted(k, paramName(f, i))
+			jf.keys = append(jf.keys, append(k, ':'))
+		}
+	}
+	if int(id) < 1<<16 { // a record's id indexes the table; a larger one is not kept
+		for len(j.funcs) <= int(id) {
+			j.funcs = append(j.funcs, nil)
+		}
+		j.funcs[id] = jf
+	}
+	return jf
 }
 
 // Append appends one JSON line to b.
 func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 	f := j.Table.Lookup(e.FuncId)
+	jf := j.fn(e.FuncId, f)
 	if e.Kind == KindEntry {
 		b = append(b, `{"type":"entry","ts_ns":`...)
 	} else {
@@ -578,18 +655,7 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 	}
 	b = strconv.AppendUint(b, e.TsNs, 10)
 	b = appendJSONWhere(b, e)
-	b = append(b, `,"func":`...)
-	if f != nil {
-		b = appendQuoted(b, f.Name)
-		if f.Module != "" {
-			b = append(b, `,"module":`...)
-			b = appendQuoted(b, f.Module)
-		}
-	} else {
-		b = appendQuoted(b, j.Table.FuncName(e.FuncId))
-	}
-	b = append(b, `,"func_id":`...)
-	b = strconv.AppendUint(b, uint64(e.FuncId), 10)
+	b = append(b, jf.head...)
 	b = append(b, `,"mode":"`...)
 	b = append(b, ModeName(e.Mode)...)
 	b = append(b, `","depth":`...)
@@ -598,7 +664,16 @@ func (j *JSON) Append(b []byte, e *bpfobj.TraceEvent) []byte {
 		b = append(b, `,"entry_only":`...)
 		b = strconv.AppendQuote(b, f.EntryOnly)
 	}
-	b = appendJSONArgs(b, f, e, e.Kind == KindEntry || e.Flags&FlagHasArgs != 0)
+	withArgs := e.Kind == KindEntry || e.Flags&FlagHasArgs != 0
+	if withArgs && len(jf.keys) > 0 {
+		for i, p := range f.Proto.Params[:len(jf.keys)] {
+			b = append(b, jf.keys[i]...)
+			b = appendArg(b, p, e, i, true)
+		}
+		b = append(b, '}')
+		withArgs = false
+	}
+	b = appendJSONArgs(b, f, e, withArgs)
 	if e.Flags&FlagStack != 0 {
 		b = j.appendJSONStack(b, e)
 	}

@@ -33,9 +33,11 @@ func validate(o *Options) error {
 		return badInput(err)
 	}
 	if o.RingbufSize != 0 {
-		if err := attach.ValidateRingbufSize(o.RingbufSize); err != nil {
+		if err := attach.ValidateRingbufSize(uint64(o.RingbufSize)); err != nil {
 			return badInput(fmt.Errorf("--buffer-size: %w", err))
 		}
+	} else if !o.Quiet {
+		o.RingbufSize = DefaultRingbufSize(onlineCPUs())
 	}
 	if err := o.Filters.Validate(); err != nil {
 		return badInput(fmt.Errorf("trace: %w", err))

@@ -113,7 +113,11 @@ type pipeline struct {
 	rec ringbuf.Record
 	ev  bpfobj.TraceEvent
 	dec events.Decoder
-	buf []byte
+	// exits counts the exits per function id (Summary.PerFunction once
+	// the trace ends: no name hashed per event); other, ids outside the
+	// table.
+	exits []int
+	other map[uint32]int
 
 	lastStats, lastInterval time.Time
 	prevTables              *stats.Table
@@ -131,7 +135,8 @@ func newPipeline(ctx context.Context, o Options, src source, tr tracing, mode st
 	for _, f := range res.Funcs {
 		table[f.ID] = f
 	}
-	p := &pipeline{o: o, src: src, tr: tr, attached: attached, skipped: len(res.Skipped), table: table, cmd: cmd}
+	p := &pipeline{o: o, src: src, tr: tr, attached: attached, skipped: len(res.Skipped), table: table, cmd: cmd,
+		exits: make([]int, len(table)), other: map[uint32]int{}}
 	p.start = time.Now()
 	p.sum = &Summary{Mode: mode, Functions: len(attached), Skipped: len(res.Skipped), PerFunction: map[string]int{},
 		Deferred:  o.Filters.MinDuration > 0 || o.Filters.ErrorsOnly,
@@ -227,7 +232,9 @@ func (p *pipeline) handle() (bool, error) {
 	return p.write()
 }
 
-// write writes the decoded event p.ev; it reports --count reached.
+// write writes the decoded event p.ev; it reports --count reached. The
+// event is formatted straight into the output buffer's free space (a
+// line longer than it is copied through a larger buffer once).
 func (p *pipeline) write() (bool, error) {
 	sum := p.sum
 	sum.Events++
@@ -235,13 +242,34 @@ func (p *pipeline) write() (bool, error) {
 		sum.Entries++
 	} else {
 		sum.Exits++
-		sum.PerFunction[p.table.FuncName(p.ev.FuncId)]++
+		if id := p.ev.FuncId; int(id) < len(p.exits) {
+			p.exits[id]++
+		} else {
+			p.other[id]++
+		}
 	}
-	p.buf = p.sink.event(p.buf[:0], &p.ev)
-	if _, err := p.w.Write(p.buf); err != nil {
+	if p.w.Available() < 512 {
+		if err := p.w.Flush(); err != nil {
+			return false, fmt.Errorf("write events: %w", err)
+		}
+	}
+	if _, err := p.w.Write(p.sink.event(p.w.AvailableBuffer(), &p.ev)); err != nil {
 		return false, fmt.Errorf("write events: %w", err)
 	}
 	return p.stop.reached(sum.Events), nil
+}
+
+// perFunction folds the exits counted by function id into
+// Summary.PerFunction, by name.
+func (p *pipeline) perFunction() {
+	for id, n := range p.exits {
+		if n > 0 {
+			p.sum.PerFunction[p.table.FuncName(uint32(id))] += n
+		}
+	}
+	for id, n := range p.other {
+		p.sum.PerFunction[p.table.FuncName(id)] += n
+	}
 }
 
 func (p *pipeline) statsDue() bool {
@@ -320,6 +348,7 @@ func (p *pipeline) detach() error {
 func (p *pipeline) account() {
 	sum := p.sum
 	p.cmd.stop()
+	p.perFunction()
 	var ru unix.Rusage
 	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
 		sum.MaxRSSBytes = uint64(ru.Maxrss) * 1024 // ru_maxrss is in KiB on Linux
@@ -373,6 +402,9 @@ func (p *pipeline) finish() (*Summary, error) {
 		if o.Hist {
 			lat.WriteHist(o.Log)
 		}
+	}
+	if advice := dropsAdvice(sum.Losses, o.RingbufSize); advice != "" {
+		fmt.Fprintln(o.Log, advice)
 	}
 	fmt.Fprintln(o.Log, sum.Line())
 	if p.cmd != nil && sum.ExitStatus != 0 {

@@ -225,7 +225,7 @@ func TestPipelineDuration(t *testing.T) {
 // summary's losses; recursion misses are named by program; --strict makes
 // a loss a failure.
 func TestPipelineLosses(t *testing.T) {
-	r := newTestRun(Options{Strict: true}, openCall()...)
+	r := newTestRun(Options{Strict: true, RingbufSize: 16 << 20}, openCall()...)
 	r.tr.losses = attach.Losses{RingbufDrops: 5, RecursionMiss: 3, NoEntry: 2, StackFailures: 1, FailedAttaches: 1}
 	r.tr.misses = map[string]uint64{"ftp_fentry (vfs_read)": 2, "ftp_kmulti": 1}
 	sum, err := r.run(true)
@@ -238,6 +238,10 @@ func TestPipelineLosses(t *testing.T) {
 	assert.Contains(t, r.log.String(), "ftprobe: recursion misses by program (a program preempted or interrupted on its CPU and run again there): ftp_fentry (vfs_read) 2, ftp_kmulti 1\n")
 	assert.Equal(t, "ftprobe: 4 events (2 entries, 2 exits) from 2 functions in fentry+fexit mode in T; 0 skipped, 1 failed to attach; LOST: 5 ringbuf drops, 3 recursion misses (2 calls in flight at attach, detach or the command's exec: 2 exits without entry, 0 entries without exit); incomplete: 1 stack not captured",
 		summaryLine(r.log.String()))
+	// Before it, what keeps the reader up.
+	assert.Contains(t, r.log.String(), "ftprobe: the 16 MiB ringbuf filled faster than ftprobe read it (5 ringbuf drops): "+
+		"a larger --buffer-size holds longer bursts (up to 2 GiB); --min-duration or --errors send one record per kept call, at its exit; "+
+		"stat counts in the kernel and sends none\nftprobe: 4 events")
 
 	// Nothing lost, but a matched function failed to attach: its calls
 	// were never seen.
