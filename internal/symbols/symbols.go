@@ -570,6 +570,10 @@ type Kernel struct {
 	Types *btf.Cache
 	// FromCache says LoadKernel took Syms and Filter from SymbolCacheDir.
 	FromCache bool
+	// SelfReached holds, by address, the functions ftprobe's own programs
+	// reach (internal/selfreach) with the reason they are left out in
+	// every mode; set it before Match or Resolve. Nil: none.
+	SelfReached map[uint64]string
 }
 
 // NewKernel indexes syms. lim may be nil and set later (Kernel.Limits).
@@ -927,6 +931,9 @@ func (k *Kernel) describe(i int) *Func {
 	}
 	if d := Denied(s.Name); d != "" && common == "" {
 		common = "deny-listed (" + d + ": tracing it recurses into BPF, ftrace or RCU)"
+	}
+	if r := k.SelfReached[s.Addr]; r != "" && common == "" {
+		common = r
 	}
 	f.Skip[ModeKprobeSession] = common
 	f.Skip[ModeKprobeMulti] = common

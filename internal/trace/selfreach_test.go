@@ -1,0 +1,96 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/selfreach"
+	"github.com/ftprobe/ftprobe/internal/symbols"
+)
+
+// fakeLearn is a selfreach.Learn that finds the candidates named in
+// reached, twice per traced call, and records what it was asked.
+type fakeLearn struct {
+	reached map[string]bool
+	err     error
+	asked   []selfreach.Options
+}
+
+func (f *fakeLearn) learn(o selfreach.Options) (*selfreach.Result, error) {
+	f.asked = append(f.asked, o)
+	if f.err != nil {
+		return nil, f.err
+	}
+	r := &selfreach.Result{Checked: len(o.Candidates)}
+	for _, c := range o.Candidates {
+		if f.reached[c.Name] {
+			r.Reached = append(r.Reached, selfreach.Hit{Func: c, PerCall: 2})
+		}
+	}
+	return r, nil
+}
+
+// planSelf runs leaveOutSelf with fl, then plans o in fentry+fexit mode
+// on the recorded arm64 7.3 kernel; it returns the log.
+func planSelf(t *testing.T, o Options, fl *fakeLearn) (*symbols.Resolution, string, error) {
+	var log bytes.Buffer
+	o.Log, o.Mode = &log, "fentry+fexit"
+	s := &session{k: recorded(t, "arm64-7.3"), kin: &kfeat.Info{}}
+	s.leaveOutSelf(o, fl.learn)
+	fk := &fakeKernel{}
+	p := &planner{o: o, k: s.k, kin: s.kin, has: fk.has, open: fk.open}
+	_, res, err := p.plan()
+	return res, log.String(), err
+}
+
+// TestLeaveOutSelf: the matched functions ftprobe's own programs call are
+// left out of a glob, counted with the reason; an exact name of one is
+// bad input naming it; --trace-self asks nothing and traces them.
+func TestLeaveOutSelf(t *testing.T) {
+	fl := &fakeLearn{reached: map[string]bool{"vfs_write": true}}
+	res, log, err := planSelf(t, Options{Patterns: []string{"vfs_*"}}, fl)
+	require.NoError(t, err)
+	require.Len(t, fl.asked, 1)
+	assert.Equal(t, []string{"vfs_read", "vfs_write"}, names(fl.asked[0].Candidates))
+	assert.Equal(t, selfreach.Trigger, fl.asked[0].Trigger.Name)
+	assert.Equal(t, []string{"vfs_read"}, names(res.Funcs))
+	assert.Equal(t, []string{"vfs_write"}, names(res.Skipped))
+	assert.Equal(t, "skipped 1: 1 called by ftprobe's own BPF programs", res.SkipSummary())
+	assert.Contains(t, log, "ftprobe: left out 1 of 2 matched functions: called by ftprobe's own BPF programs (checked in 0s): vfs_write (--trace-self traces them)\n")
+
+	_, _, err = planSelf(t, Options{Patterns: []string{"vfs_write"}}, fl)
+	require.Error(t, err)
+	c, _ := ClassOf(err)
+	assert.Equal(t, ClassBadInput, c)
+	assert.Contains(t, err.Error(), "vfs_write in fentry+fexit mode: called by ftprobe's own BPF programs (2.0 times per traced call on this kernel")
+	assert.Contains(t, err.Error(), "--trace-self traces it anyway")
+
+	fl = &fakeLearn{reached: map[string]bool{"vfs_write": true}}
+	res, log, err = planSelf(t, Options{Patterns: []string{"vfs_write"}, TraceSelf: true}, fl)
+	require.NoError(t, err)
+	assert.Empty(t, fl.asked)
+	assert.Equal(t, []string{"vfs_write"}, names(res.Funcs))
+	assert.NotContains(t, log, "ftprobe's own")
+}
+
+// TestLeaveOutSelfNotChecked: where the kernel cannot tell, and with
+// --dry-run, nothing is left out and the log says it was not checked.
+func TestLeaveOutSelfNotChecked(t *testing.T) {
+	fl := &fakeLearn{reached: map[string]bool{"vfs_write": true}, err: errors.New("counting kprobe.multi program on 3 functions: not supported")}
+	res, log, err := planSelf(t, Options{Patterns: []string{"vfs_*"}}, fl)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"vfs_read", "vfs_write"}, names(res.Funcs))
+	assert.Contains(t, log, "ftprobe: note: not checked which matched functions ftprobe's own BPF programs call: counting kprobe.multi program on 3 functions: not supported\n")
+
+	fl.err = nil
+	res, log, err = planSelf(t, Options{Patterns: []string{"vfs_*"}, DryRun: true}, fl)
+	require.NoError(t, err)
+	assert.Empty(t, fl.asked[1:])
+	assert.Equal(t, []string{"vfs_read", "vfs_write"}, names(res.Funcs))
+	assert.Contains(t, log, "(--dry-run attaches nothing; the trace leaves them out)")
+}
