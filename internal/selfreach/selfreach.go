@@ -10,12 +10,12 @@
 // candidate functions; the kernel trigger of compare (a BPF_PROG_TEST_RUN
 // driver calling bpf_get_numa_node_id in a loop, bpf/bench.bpf.c) runs
 // once without and once with ftprobe's trace programs on
-// bpf_get_numa_node_id (fentry+fexit, with records, tables, the process
-// tree filter and an --entry window: their every per-call path but the
-// error tables'). The functions whose count grows by at least once per
-// traced call are the ones the trace programs reach. A kprobe.multi
-// program runs inside a trampoline program: the trampoline guards
-// recursion per program, not with bpf_prog_active as fprobe does.
+// bpf_get_numa_node_id (fentry+fexit, with the trace's own settings: its
+// records or tables, its process tree filter, its --entry window). The
+// functions whose count grows by at least once per traced call are the
+// ones the trace programs reach. A kprobe.multi program runs inside a
+// trampoline program: the trampoline guards recursion per program, not
+// with bpf_prog_active as fprobe does.
 package selfreach
 
 import (
@@ -47,9 +47,10 @@ type Options struct {
 	Candidates []*symbols.Func
 	// Trigger is Trigger's function (a trampoline takes it).
 	Trigger *symbols.Func
-	// Trace are the trace programs' settings (Stack, LiveEntries,
-	// RingbufSize, Kernel, BTF); Learn sets the mode, the function, the
-	// filters, the tables and the --entry window.
+	// Trace are the trace programs' settings (records, tables, filters:
+	// ones the calibrating thread passes); Learn sets the mode and the
+	// function, made the --entry function when Trace has Entries. With
+	// Filters.Tree, Learn adds its own process to the tree.
 	Trace attach.Options
 	// Open loads and attaches the trace programs (attach.Open).
 	Open func(attach.Options) (*attach.Tracer, error)
@@ -65,9 +66,10 @@ type Hit struct {
 // Result is what Learn found.
 type Result struct {
 	Reached []Hit
-	// Checked counts the candidates the counting program attached to;
-	// Refused are the ones the kernel refused (not checked).
-	Checked int
+	// Checked are the candidates the counting program attached to (the
+	// ones not in Reached are not called); Refused are the ones the
+	// kernel refused (not checked).
+	Checked []*symbols.Func
 	Refused []attach.Failure
 	Took    time.Duration
 }
@@ -123,11 +125,12 @@ func Learn(o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Checked: len(good) - 1, Refused: bad}
+	r := &Result{Refused: bad}
 	for _, f := range good {
 		if int(f.ID) == trig {
 			continue
 		}
+		r.Checked = append(r.Checked, o.Candidates[f.ID])
 		if d := int64(with[f.ID]) - int64(without[f.ID]); d >= Calls {
 			r.Reached = append(r.Reached, Hit{Func: o.Candidates[f.ID], PerCall: float64(d) / Calls})
 		}
@@ -143,17 +146,19 @@ func (c *counters) withTrace(th *thread, drv *ebpf.Program, o Options) ([]uint64
 	ao.Mode = attach.ModeFentryFexit
 	ao.Funcs = []*symbols.Func{o.Trigger}
 	ao.MultiFuncs, ao.MixedTrampoline = nil, ""
-	ao.Filters = attach.Filters{Tree: true}
-	ao.Aggregate, ao.NoEvents, ao.DryRun = true, false, false
-	ao.Strings, ao.Exprs, ao.Progress = false, nil, nil
-	ao.Entries = map[uint32]bool{0: true}
+	ao.DryRun, ao.Exprs, ao.Progress = false, nil, nil
+	if len(ao.Entries) > 0 {
+		ao.Entries = map[uint32]bool{0: true}
+	}
 	t, err := o.Open(ao)
 	if err != nil {
 		return nil, fmt.Errorf("ftprobe's trace programs on %s in %s mode: %w", Trigger, ao.Mode, err)
 	}
 	defer t.Close()
-	if err := t.AddTGID(uint32(os.Getpid())); err != nil {
-		return nil, fmt.Errorf("process tree filter: %w", err)
+	if ao.Filters.Tree {
+		if err := t.AddTGID(uint32(os.Getpid())); err != nil {
+			return nil, fmt.Errorf("process tree filter: %w", err)
+		}
 	}
 	counts, err := c.during(th, drv)
 	if err != nil {

@@ -574,6 +574,12 @@ type Kernel struct {
 	// reach (internal/selfreach) with the reason they are left out in
 	// every mode; set it before Match or Resolve. Nil: none.
 	SelfReached map[uint64]string
+	// SelfChecked keeps what internal/selfreach learned on this kernel,
+	// by the trace settings it learned with (a key of internal/trace),
+	// then by address: how many times per traced call ftprobe's programs
+	// call the function (0: not at all). A later trace with the same
+	// settings checks only the functions not in it.
+	SelfChecked map[string]map[uint64]float64
 }
 
 // NewKernel indexes syms. lim may be nil and set later (Kernel.Limits).

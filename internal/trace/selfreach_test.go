@@ -26,7 +26,7 @@ func (f *fakeLearn) learn(o selfreach.Options) (*selfreach.Result, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	r := &selfreach.Result{Checked: len(o.Candidates)}
+	r := &selfreach.Result{Checked: o.Candidates}
 	for _, c := range o.Candidates {
 		if f.reached[c.Name] {
 			r.Reached = append(r.Reached, selfreach.Hit{Func: c, PerCall: 2})
@@ -36,11 +36,14 @@ func (f *fakeLearn) learn(o selfreach.Options) (*selfreach.Result, error) {
 }
 
 // planSelf runs leaveOutSelf with fl, then plans o in fentry+fexit mode
-// on the recorded arm64 7.3 kernel; it returns the log.
-func planSelf(t *testing.T, o Options, fl *fakeLearn) (*symbols.Resolution, string, error) {
+// on k (nil: the recorded arm64 7.3 kernel); it returns the log.
+func planSelf(t *testing.T, k *symbols.Kernel, o Options, fl *fakeLearn) (*symbols.Resolution, string, error) {
 	var log bytes.Buffer
 	o.Log, o.Mode = &log, "fentry+fexit"
-	s := &session{k: recorded(t, "arm64-7.3"), kin: &kfeat.Info{}}
+	if k == nil {
+		k = recorded(t, "arm64-7.3")
+	}
+	s := &session{k: k, kin: &kfeat.Info{}}
 	s.leaveOutSelf(o, fl.learn)
 	fk := &fakeKernel{}
 	p := &planner{o: o, k: s.k, kin: s.kin, has: fk.has, open: fk.open}
@@ -53,7 +56,7 @@ func planSelf(t *testing.T, o Options, fl *fakeLearn) (*symbols.Resolution, stri
 // bad input naming it; --trace-self asks nothing and traces them.
 func TestLeaveOutSelf(t *testing.T) {
 	fl := &fakeLearn{reached: map[string]bool{"vfs_write": true}}
-	res, log, err := planSelf(t, Options{Patterns: []string{"vfs_*"}}, fl)
+	res, log, err := planSelf(t, nil, Options{Patterns: []string{"vfs_*"}}, fl)
 	require.NoError(t, err)
 	require.Len(t, fl.asked, 1)
 	assert.Equal(t, []string{"vfs_read", "vfs_write"}, names(fl.asked[0].Candidates))
@@ -63,7 +66,7 @@ func TestLeaveOutSelf(t *testing.T) {
 	assert.Equal(t, "skipped 1: 1 called by ftprobe's own BPF programs", res.SkipSummary())
 	assert.Contains(t, log, "ftprobe: left out 1 of 2 matched functions: called by ftprobe's own BPF programs (checked in 0s): vfs_write (--trace-self traces them)\n")
 
-	_, _, err = planSelf(t, Options{Patterns: []string{"vfs_write"}}, fl)
+	_, _, err = planSelf(t, nil, Options{Patterns: []string{"vfs_write"}}, fl)
 	require.Error(t, err)
 	c, _ := ClassOf(err)
 	assert.Equal(t, ClassBadInput, c)
@@ -71,24 +74,50 @@ func TestLeaveOutSelf(t *testing.T) {
 	assert.Contains(t, err.Error(), "--trace-self traces it anyway")
 
 	fl = &fakeLearn{reached: map[string]bool{"vfs_write": true}}
-	res, log, err = planSelf(t, Options{Patterns: []string{"vfs_write"}, TraceSelf: true}, fl)
+	res, log, err = planSelf(t, nil, Options{Patterns: []string{"vfs_write"}, TraceSelf: true}, fl)
 	require.NoError(t, err)
 	assert.Empty(t, fl.asked)
 	assert.Equal(t, []string{"vfs_write"}, names(res.Funcs))
 	assert.NotContains(t, log, "ftprobe's own")
 }
 
+// TestLeaveOutSelfKept: a later trace on the same kernel with the same
+// settings checks only the functions not checked yet; other settings
+// check again.
+func TestLeaveOutSelfKept(t *testing.T) {
+	k := recorded(t, "arm64-7.3")
+	fl := &fakeLearn{reached: map[string]bool{"vfs_write": true}}
+	_, _, err := planSelf(t, k, Options{Patterns: []string{"vfs_read"}}, fl)
+	require.NoError(t, err)
+	res, log, err := planSelf(t, k, Options{Patterns: []string{"vfs_*"}}, fl)
+	require.NoError(t, err)
+	require.Len(t, fl.asked, 2)
+	assert.Equal(t, []string{"vfs_write"}, names(fl.asked[1].Candidates), "vfs_read was checked")
+	assert.Equal(t, []string{"vfs_read"}, names(res.Funcs))
+	assert.Contains(t, log, "left out 1 of 2 matched functions")
+	_, _, err = planSelf(t, k, Options{Patterns: []string{"vfs_*"}, DryRun: true}, fl)
+	require.NoError(t, err)
+	_, _, err = planSelf(t, k, Options{Patterns: []string{"vfs_write"}}, fl)
+	require.Error(t, err, "known: refused without a new check")
+	assert.Len(t, fl.asked, 2)
+	_, _, err = planSelf(t, k, Options{Patterns: []string{"vfs_*"}, Hist: true}, fl)
+	require.NoError(t, err)
+	require.Len(t, fl.asked, 3, "the tables' programs are checked on their own")
+	assert.True(t, fl.asked[2].Trace.Aggregate)
+	assert.False(t, fl.asked[0].Trace.Aggregate)
+}
+
 // TestLeaveOutSelfNotChecked: where the kernel cannot tell, and with
 // --dry-run, nothing is left out and the log says it was not checked.
 func TestLeaveOutSelfNotChecked(t *testing.T) {
 	fl := &fakeLearn{reached: map[string]bool{"vfs_write": true}, err: errors.New("counting kprobe.multi program on 3 functions: not supported")}
-	res, log, err := planSelf(t, Options{Patterns: []string{"vfs_*"}}, fl)
+	res, log, err := planSelf(t, nil, Options{Patterns: []string{"vfs_*"}}, fl)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"vfs_read", "vfs_write"}, names(res.Funcs))
 	assert.Contains(t, log, "ftprobe: note: not checked which matched functions ftprobe's own BPF programs call: counting kprobe.multi program on 3 functions: not supported\n")
 
 	fl.err = nil
-	res, log, err = planSelf(t, Options{Patterns: []string{"vfs_*"}, DryRun: true}, fl)
+	res, log, err = planSelf(t, nil, Options{Patterns: []string{"vfs_*"}, DryRun: true}, fl)
 	require.NoError(t, err)
 	assert.Empty(t, fl.asked[1:])
 	assert.Equal(t, []string{"vfs_read", "vfs_write"}, names(res.Funcs))
