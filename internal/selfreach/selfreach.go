@@ -84,12 +84,23 @@ func Learn(o Options) (*Result, error) {
 	}
 	th := newThread()
 	defer th.close()
-	// The counters: the candidates by index, then Trigger (the check that
-	// the counting program sees the driver's calls at all).
+	// The counters: the candidates by index, then Trigger unless it is
+	// one (the check that the counting program sees the driver's calls
+	// at all; one address goes once in a link).
 	fs := make([]*symbols.Func, 0, len(o.Candidates)+1)
-	for i, f := range append(append([]*symbols.Func{}, o.Candidates...), o.Trigger) {
+	trig := -1
+	for i, f := range o.Candidates {
 		c := *f
 		c.ID = uint32(i)
+		fs = append(fs, &c)
+		if f.Addr == o.Trigger.Addr {
+			trig = i
+		}
+	}
+	if trig < 0 {
+		c := *o.Trigger
+		c.ID = uint32(len(fs))
+		trig = len(fs)
 		fs = append(fs, &c)
 	}
 	ctr, err := newCounters(len(fs), th.tid)
@@ -113,7 +124,6 @@ func Learn(o Options) (*Result, error) {
 		return nil, err
 	}
 	defer drv.Close()
-	trig := len(fs) - 1
 	without, err := ctr.during(th, drv)
 	if err != nil {
 		return nil, err
@@ -127,7 +137,7 @@ func Learn(o Options) (*Result, error) {
 	}
 	r := &Result{Refused: bad}
 	for _, f := range good {
-		if int(f.ID) == trig {
+		if int(f.ID) >= len(o.Candidates) {
 			continue
 		}
 		r.Checked = append(r.Checked, o.Candidates[f.ID])
