@@ -19,6 +19,7 @@
 package selfreach
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -76,11 +77,16 @@ type Result struct {
 
 // Learn runs the calibration and leaves nothing attached or loaded. An
 // error says why the kernel could not tell (no kprobe.multi, no
-// trampolines, ...): then nothing is known to be reached.
-func Learn(o Options) (*Result, error) {
+// trampolines, ...), or that ctx ended: then nothing is known to be
+// reached. ctx is checked between the steps (attaching, loading, each
+// run of the driver).
+func Learn(ctx context.Context, o Options) (*Result, error) {
 	t0 := time.Now()
 	if len(o.Candidates) == 0 {
 		return &Result{}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	th := newThread()
 	defer th.close()
@@ -119,6 +125,9 @@ func Learn(o Options) (*Result, error) {
 		return nil, fmt.Errorf("counting kprobe.multi program on %d functions: %w", len(fs), err)
 	}
 	defer l.Close()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	drv, err := loadDriver()
 	if err != nil {
 		return nil, err
@@ -131,7 +140,10 @@ func Learn(o Options) (*Result, error) {
 	if without[trig] < Calls {
 		return nil, fmt.Errorf("the counting kprobe.multi program saw %d of the driver's %d calls of %s", without[trig], Calls, Trigger)
 	}
-	with, err := ctr.withTrace(th, drv, o)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	with, err := ctr.withTrace(ctx, th, drv, o)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +163,7 @@ func Learn(o Options) (*Result, error) {
 
 // withTrace opens the trace programs on Trigger and counts one run of the
 // driver under them, checking that they recorded every call.
-func (c *counters) withTrace(th *thread, drv *ebpf.Program, o Options) ([]uint64, error) {
+func (c *counters) withTrace(ctx context.Context, th *thread, drv *ebpf.Program, o Options) ([]uint64, error) {
 	ao := o.Trace
 	ao.Mode = attach.ModeFentryFexit
 	ao.Funcs = []*symbols.Func{o.Trigger}
@@ -165,6 +177,9 @@ func (c *counters) withTrace(th *thread, drv *ebpf.Program, o Options) ([]uint64
 		return nil, fmt.Errorf("ftprobe's trace programs on %s in %s mode: %w", Trigger, ao.Mode, err)
 	}
 	defer t.Close()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if ao.Filters.Tree {
 		if err := t.AddTGID(uint32(os.Getpid())); err != nil {
 			return nil, fmt.Errorf("process tree filter: %w", err)

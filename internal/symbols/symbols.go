@@ -577,7 +577,8 @@ type Kernel struct {
 	// SelfChecked keeps what internal/selfreach learned on this kernel,
 	// by the trace settings it learned with (a key of internal/trace),
 	// then by address: how many times per traced call ftprobe's programs
-	// call the function (0: not at all). A later trace with the same
+	// call the function (0: not at all; -1: the kernel refused the
+	// counting program, not known). A later trace with the same
 	// settings checks only the functions not in it.
 	SelfChecked map[string]map[uint64]float64
 }

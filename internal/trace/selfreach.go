@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -16,17 +17,20 @@ import (
 // programs call (its class, what the plan counts, before " (").
 const SelfReachedReason = "called by ftprobe's own BPF programs"
 
+// learnFunc is selfreach.Learn (tests replace it).
+type learnFunc func(context.Context, selfreach.Options) (*selfreach.Result, error)
+
 // leaveOutSelf learns which of the matched functions ftprobe's own
 // programs reach with this trace's settings (internal/selfreach) and
 // marks them skipped in every mode (symbols.Kernel.SelfReached): a glob
 // leaves them out, counted with the reason, and an exact name is refused
-// unless o.TraceSelf. What was learned stays on the Kernel
-// (SelfChecked): a later trace with the same settings checks only the
-// functions not checked yet. Where the kernel cannot tell (no
-// kprobe.multi, no trampolines), or with --dry-run (which attaches
-// nothing), it leaves nothing out and says so. learn is selfreach.Learn
-// (tests replace it).
-func (s *session) leaveOutSelf(o Options, learn func(selfreach.Options) (*selfreach.Result, error)) {
+// unless o.TraceSelf. What was learned stays on the Kernel (SelfChecked)
+// and in cache for the rest of the boot: a later trace with the same
+// settings, in this process or another, checks only the functions not
+// checked yet, and loads nothing when there are none. Where the kernel
+// cannot tell (no kprobe.multi, no trampolines), or with --dry-run (which
+// attaches nothing), it leaves nothing out and says so.
+func (s *session) leaveOutSelf(ctx context.Context, o Options, learn learnFunc, cache selfreach.Cache) {
 	k := s.k
 	k.SelfReached = nil
 	if o.TraceSelf {
@@ -36,52 +40,20 @@ func (s *session) leaveOutSelf(o Options, learn func(selfreach.Options) (*selfre
 	if err != nil {
 		return // planning says what is wrong with the patterns
 	}
-	const notChecked = "ftprobe: note: not checked which matched functions ftprobe's own BPF programs call"
 	ao := s.selfOptions(o)
 	key := selfKey(ao)
-	known := k.SelfChecked[key]
-	var todo []*symbols.Func
-	for _, f := range res.Funcs {
-		if _, ok := known[f.Addr]; !ok {
-			todo = append(todo, f)
-		}
-	}
 	t0 := time.Now()
-	if len(todo) > 0 && o.DryRun {
-		fmt.Fprintf(o.Log, "%s (--dry-run attaches nothing; the trace leaves them out)\n", notChecked)
+	known, todo := s.selfKnown(key, res.Funcs, cache)
+	cached := len(res.Funcs) - len(todo)
+	if len(todo) > 0 && !s.learnSelf(ctx, o, learn, ao, todo, known, cache.Store) {
 		return
-	}
-	if len(todo) > 0 {
-		trig, err := k.Resolve([]string{selfreach.Trigger}, nil, attach.ModeFentryFexit, 0)
-		if err != nil {
-			fmt.Fprintf(o.Log, "%s: %v\n", notChecked, err)
-			return
-		}
-		r, err := learn(selfreach.Options{Candidates: todo, Trigger: trig.Funcs[0], Trace: ao, Open: attach.Open})
-		if err != nil {
-			fmt.Fprintf(o.Log, "%s: %v\n", notChecked, err)
-			return
-		}
-		if k.SelfChecked == nil {
-			k.SelfChecked = map[string]map[uint64]float64{}
-		}
-		if known == nil {
-			known = map[uint64]float64{}
-			k.SelfChecked[key] = known
-		}
-		for _, f := range r.Checked {
-			known[f.Addr] = 0
-		}
-		for _, h := range r.Reached {
-			known[h.Func.Addr] = h.PerCall
-		}
 	}
 	k.SelfReached = map[uint64]string{}
 	var names []string
 	checked := 0
 	for _, f := range res.Funcs {
 		n, ok := known[f.Addr]
-		if ok {
+		if ok && n >= 0 {
 			checked++
 		}
 		if n > 0 {
@@ -89,16 +61,100 @@ func (s *session) leaveOutSelf(o Options, learn func(selfreach.Options) (*selfre
 			names = append(names, f.Display())
 		}
 	}
-	took := time.Since(t0).Round(time.Millisecond)
+	took := fmt.Sprintf("checked in %s", time.Since(t0).Round(time.Millisecond))
+	switch {
+	case len(todo) == 0:
+		took = "cached for this boot"
+	case cached > 0:
+		took = fmt.Sprintf("checked %d in %s, %d cached for this boot", len(todo), time.Since(t0).Round(time.Millisecond), cached)
+	}
 	if len(names) == 0 {
 		if o.Verbose {
-			fmt.Fprintf(o.Log, "ftprobe: none of %d matched functions is %s (checked in %s)\n", checked, SelfReachedReason, took)
+			fmt.Fprintf(o.Log, "ftprobe: none of %d matched functions is %s (%s)\n", checked, SelfReachedReason, took)
 		}
 		return
 	}
 	sort.Strings(names)
-	fmt.Fprintf(o.Log, "ftprobe: left out %d of %d matched functions: %s (checked in %s): %s (--trace-self traces them)\n",
+	fmt.Fprintf(o.Log, "ftprobe: left out %d of %d matched functions: %s (%s): %s (--trace-self traces them)\n",
 		len(names), checked, SelfReachedReason, took, strings.Join(names, ", "))
+}
+
+// selfKnown returns the verdicts known for the settings key, by address
+// (Kernel.SelfChecked, completed from cache for funcs), and the functions
+// of funcs without one.
+func (s *session) selfKnown(key string, funcs []*symbols.Func, cache selfreach.Cache) (map[uint64]float64, []*symbols.Func) {
+	k := s.k
+	if k.SelfChecked == nil {
+		k.SelfChecked = map[string]map[uint64]float64{}
+	}
+	known := k.SelfChecked[key]
+	if known == nil {
+		known = map[uint64]float64{}
+		k.SelfChecked[key] = known
+	}
+	var file map[string]float64
+	loaded := false
+	var todo []*symbols.Func
+	for _, f := range funcs {
+		if _, ok := known[f.Addr]; ok {
+			continue
+		}
+		if !loaded {
+			file, loaded = cache.Load(key), true
+		}
+		if v, ok := file[selfreach.CacheName(f)]; ok {
+			known[f.Addr] = v
+			continue
+		}
+		todo = append(todo, f)
+	}
+	return known, todo
+}
+
+// learnSelf checks todo with learn, adds the verdicts to known and hands
+// them to store (by selfreach.CacheName). false: not checked (the log
+// says why, unless ctx ended).
+func (s *session) learnSelf(ctx context.Context, o Options, learn learnFunc, ao attach.Options, todo []*symbols.Func,
+	known map[uint64]float64, store func(string, map[string]float64) error) bool {
+	const notChecked = "ftprobe: note: not checked which matched functions ftprobe's own BPF programs call"
+	if o.DryRun {
+		fmt.Fprintf(o.Log, "%s (--dry-run attaches nothing; the trace leaves them out)\n", notChecked)
+		return false
+	}
+	trig, err := s.k.Resolve([]string{selfreach.Trigger}, nil, attach.ModeFentryFexit, 0)
+	if err != nil {
+		fmt.Fprintf(o.Log, "%s: %v\n", notChecked, err)
+		return false
+	}
+	r, err := learn(ctx, selfreach.Options{Candidates: todo, Trigger: trig.Funcs[0], Trace: ao, Open: attach.Open})
+	if err != nil {
+		if ctx.Err() == nil {
+			fmt.Fprintf(o.Log, "%s: %v\n", notChecked, err)
+		}
+		return false
+	}
+	asked := map[uint64]*symbols.Func{}
+	for _, f := range todo {
+		asked[f.Addr] = f
+	}
+	learned := map[string]float64{}
+	set := func(addr uint64, v float64) {
+		if f := asked[addr]; f != nil {
+			known[addr] = v
+			learned[selfreach.CacheName(f)] = v
+		}
+	}
+	for _, f := range r.Refused {
+		set(f.Func.Addr, selfreach.Refused)
+	}
+	for _, f := range r.Checked {
+		set(f.Addr, 0)
+	}
+	for _, h := range r.Reached {
+		set(h.Func.Addr, h.PerCall)
+	}
+	_ = store(selfKey(ao), learned)
+	return true
 }
 
 // selfOptions are the settings of the trace programs leaveOutSelf learns

@@ -93,6 +93,10 @@ type Options struct {
 	// (by default a glob leaves them out and an exact name is refused:
 	// leaveOutSelf).
 	TraceSelf bool
+	// SelfCacheDir keeps, for the rest of the boot, which functions
+	// ftprobe's own programs call (selfreach.Cache; cmd/ftprobe sets
+	// symbols.SymbolCacheDir). "": learned anew by each process.
+	SelfCacheDir string
 	// DryRun resolves the patterns, compiles the expressions, loads
 	// (verifies) every program of the chosen mode, attaches nothing,
 	// prints the plan and returns a nil Summary.
@@ -255,7 +259,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if len(o.Command) > 0 {
 		o.Filters.Tree = true
 	}
-	s.leaveOutSelf(o, selfreach.Learn)
+	s.leaveOutSelf(ctx, o, selfreach.Learn, selfreach.OpenCache(o.SelfCacheDir))
 	tAttach := time.Now()
 	tracer, res, err := newPlanner(o, s.k, s.kin).plan()
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 var (
-	leftOutLine  = regexp.MustCompile(`ftprobe: left out (\d+) of (\d+) matched functions: called by ftprobe's own BPF programs \(checked in [^)]*\): (.*) \(--trace-self traces them\)`)
+	leftOutLine  = regexp.MustCompile(`ftprobe: left out (\d+) of (\d+) matched functions: called by ftprobe's own BPF programs \((checked [^)]*|cached for this boot)\): (.*) \(--trace-self traces them\)`)
 	openWorkLine = regexp.MustCompile(`workload open: pid (\d+) tid (\d+): (\d+) ops`)
 )
 
@@ -25,8 +25,10 @@ var (
 // functions ftprobe's own programs call (the BPF hash lookups among
 // lookup_*), says so with their count and reason, and writes one tree per
 // open of the workload, with its pid and tid and the file name, none of
-// them holding a left-out function and no recursion miss. An exact name of
-// one is refused (exit 2, the reason); with --trace-self it attaches.
+// them holding a left-out function and no recursion miss. The same trace
+// again takes the verdicts from the per-boot cache, the same ones. An
+// exact name of one is refused (exit 2, the reason); with --trace-self it
+// attaches.
 func TestTraceSelfLeftOut(t *testing.T) {
 	lab(t)
 	bin := ftprobeBinary(t)
@@ -40,7 +42,7 @@ func TestTraceSelfLeftOut(t *testing.T) {
 
 	m := leftOutLine.FindStringSubmatch(stderr.String())
 	require.NotNil(t, m, "the plan names the functions left out")
-	left := strings.Split(m[3], ", ")
+	left := strings.Split(m[4], ", ")
 	n, _ := strconv.Atoi(m[1])
 	require.Len(t, left, n)
 	lookups := 0
@@ -86,6 +88,20 @@ func TestTraceSelfLeftOut(t *testing.T) {
 	require.NotNil(t, sum)
 	losses, _ := sum["losses"].(map[string]any)
 	assert.EqualValues(t, 0, num(losses["recursion_misses"]), "losses: %v", losses)
+	assertNothingAttached(t)
+
+	// The same trace again: the verdicts come from this boot's cache
+	// (/run/ftprobe), the same functions left out.
+	again := exec.Command(bin, "trace", "-v", "--output", "json", "-o", filepath.Join(t.TempDir(), "again.jsonl"), "--strings", "--entry", "do_sys_openat2", "lookup_*", "path_*",
+		"--", bin, "workload", "open", "--path", "/etc/hostname", "--count", "2")
+	var againErr bytes.Buffer
+	again.Stderr = &againErr
+	require.NoError(t, again.Run(), againErr.String())
+	m2 := leftOutLine.FindStringSubmatch(againErr.String())
+	require.NotNil(t, m2, againErr.String())
+	assert.Equal(t, "cached for this boot", m2[3])
+	assert.Equal(t, m[1:3], m2[1:3], "left out N of M")
+	assert.Equal(t, left, strings.Split(m2[4], ", "))
 	assertNothingAttached(t)
 
 	// An exact name of one: refused with the reason, nothing attached.
