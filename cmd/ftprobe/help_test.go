@@ -111,7 +111,7 @@ func statFlagSamples(t *testing.T) map[string][]string {
 		"output": outputNames(true), "out": {filepath.Join(t.TempDir(), "stat.txt")},
 		"pid": {strconv.Itoa(os.Getpid())}, "tid": {strconv.Itoa(unix.Gettid())}, "comm": {"ftprobe"},
 		"min-duration": {"1ms"}, "errors": {""}, "duration": {"10ms"}, "stats-every": {"1s"}, "max-functions": {"10"},
-		"hist": {""}, "filter": {"count > 1"}, "dry-run": {""}, "strict": {""}, "verbose": {""},
+		"hist": {""}, "filter": {"count > 1"}, "dry-run": {""}, "strict": {""}, "verbose": {""}, "trace-self": {""},
 	}
 }
 

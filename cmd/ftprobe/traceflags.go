@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/symbols"
 	"github.com/ftprobe/ftprobe/internal/trace"
 )
 
@@ -135,6 +136,8 @@ func traceFlags(f *pflag.FlagSet, o *trace.Options, v *traceVars, stat bool) {
 	f.BoolVar(&o.DryRun, "dry-run", false, pick("resolve the patterns, type-check --arg/--filter", "resolve the patterns, type-check --filter")+", load and verify every program, attach nothing: print the plan and exit 0 (2 bad input, 3 unsupported)")
 	f.BoolVar(&o.Strict, "strict", false, pick("exit 1 when any event or probe run was lost or a matched function failed to attach", "exit 1 when any probe run was lost or a matched function failed to attach"))
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "print the plan: each function, its prototype, and why any was skipped")
+	o.SelfCacheDir = symbols.SymbolCacheDir // what --trace-self would trace, kept per boot next to the symbols
+	f.BoolVar(&o.TraceSelf, "trace-self", false, "trace the functions ftprobe's own BPF programs call too (map lookups, task storage, ringbuf, clock; learned from the kernel at start): without it a glob leaves them out and an exact name is refused, since a trampoline on one runs inside ftprobe's programs")
 	if stat {
 		return
 	}

@@ -570,6 +570,17 @@ type Kernel struct {
 	Types *btf.Cache
 	// FromCache says LoadKernel took Syms and Filter from SymbolCacheDir.
 	FromCache bool
+	// SelfReached holds, by address, the functions ftprobe's own programs
+	// reach (internal/selfreach) with the reason they are left out in
+	// every mode; set it before Match or Resolve. Nil: none.
+	SelfReached map[uint64]string
+	// SelfChecked keeps what internal/selfreach learned on this kernel,
+	// by the trace settings it learned with (a key of internal/trace),
+	// then by address: how many times per traced call ftprobe's programs
+	// call the function (0: not at all; -1: the kernel refused the
+	// counting program, not known). A later trace with the same
+	// settings checks only the functions not in it.
+	SelfChecked map[string]map[uint64]float64
 }
 
 // NewKernel indexes syms. lim may be nil and set later (Kernel.Limits).
@@ -927,6 +938,9 @@ func (k *Kernel) describe(i int) *Func {
 	}
 	if d := Denied(s.Name); d != "" && common == "" {
 		common = "deny-listed (" + d + ": tracing it recurses into BPF, ftrace or RCU)"
+	}
+	if r := k.SelfReached[s.Addr]; r != "" && common == "" {
+		common = r
 	}
 	f.Skip[ModeKprobeSession] = common
 	f.Skip[ModeKprobeMulti] = common

@@ -19,6 +19,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/events"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
 	"github.com/ftprobe/ftprobe/internal/plural"
+	"github.com/ftprobe/ftprobe/internal/selfreach"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 	"github.com/ftprobe/ftprobe/internal/trial"
 )
@@ -89,6 +90,14 @@ type Options struct {
 	// entryErrors: --errors with Entries keeps the entry calls that
 	// returned an error (Filters.ErrorsOnly is then off).
 	entryErrors bool
+	// TraceSelf traces the functions ftprobe's own BPF programs call too
+	// (by default a glob leaves them out and an exact name is refused:
+	// leaveOutSelf).
+	TraceSelf bool
+	// SelfCacheDir keeps, for the rest of the boot, which functions
+	// ftprobe's own programs call (selfreach.Cache; cmd/ftprobe sets
+	// symbols.SymbolCacheDir). "": learned anew by each process.
+	SelfCacheDir string
 	// DryRun resolves the patterns, compiles the expressions, loads
 	// (verifies) every program of the chosen mode, attaches nothing,
 	// prints the plan and returns a nil Summary.
@@ -254,6 +263,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if len(o.Command) > 0 {
 		o.Filters.Tree = true
 	}
+	s.leaveOutSelf(ctx, o, selfreach.Learn, selfreach.OpenCache(o.SelfCacheDir))
 	tAttach := time.Now()
 	tracer, res, err := newPlanner(o, s.k, s.kin).plan()
 	if err != nil {
