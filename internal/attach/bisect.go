@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"context"
 	"errors"
 	"sort"
 
@@ -17,8 +18,12 @@ import (
 // link. It returns the attached functions, the refused ones with their
 // errors and the link. err is set when nothing could be attached (the
 // error of the whole set). A set of n functions with b bad ones costs
-// O(b log n) attempts.
-func Bisect(fs []*symbols.Func, try func([]*symbols.Func) (link.Link, error)) (good []*symbols.Func, bad []Failure, l link.Link, err error) {
+// O(b log n) attempts. Once ctx is done (nil: never) it tries no more
+// and returns context.Cause(ctx), nothing attached.
+func Bisect(ctx context.Context, fs []*symbols.Func, try func([]*symbols.Func) (link.Link, error)) (good []*symbols.Func, bad []Failure, l link.Link, err error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	l, err = try(fs)
 	if err == nil {
 		return fs, nil, l, nil
@@ -30,7 +35,7 @@ func Bisect(fs []*symbols.Func, try func([]*symbols.Func) (link.Link, error)) (g
 	}
 	var find func([]*symbols.Func)
 	find = func(set []*symbols.Func) {
-		if len(set) == 0 {
+		if len(set) == 0 || ctx.Err() != nil {
 			return
 		}
 		tl, terr := try(set)
@@ -47,6 +52,9 @@ func Bisect(fs []*symbols.Func, try func([]*symbols.Func) (link.Link, error)) (g
 		find(set[len(set)/2:])
 	}
 	find(fs)
+	if ctx.Err() != nil {
+		return nil, bad, nil, context.Cause(ctx)
+	}
 	if len(good) == 0 {
 		return nil, bad, nil, whole
 	}

@@ -86,3 +86,28 @@ func (t *Tracer) Close() error {
 	})
 	return nil
 }
+
+// closeInterrupted closes a tracer whose Open failed; when Open's context
+// is done, it first tells opts.Detaching how many links it closes. Close
+// goes on to the last link whatever happens meanwhile: should the process
+// be killed before, the kernel closes the rest with its file descriptors
+// (every link is one, perf-event kprobes included), so nothing outlives it.
+func (t *Tracer) closeInterrupted(opts Options) {
+	if opts.Detaching != nil && opts.ctx != nil && opts.ctx.Err() != nil {
+		if n := t.linkCount(); n > 0 {
+			opts.Detaching(n)
+		}
+	}
+	t.Close()
+}
+
+// linkCount is the number of links the tracer holds.
+func (t *Tracer) linkCount() int {
+	n := len(t.links) + len(t.comm)
+	for _, l := range append(t.multi, t.fork, t.exit, t.exec) {
+		if l != nil {
+			n++
+		}
+	}
+	return n
+}

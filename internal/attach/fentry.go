@@ -79,8 +79,19 @@ func (t *Tracer) perFunction(opts Options, newWorker func() func(f *symbols.Func
 		}()
 	}
 	go func() {
+		// Once Open's context is done no function is handed out: the
+		// workers finish the one they hold, and Open closes all.
+		var done <-chan struct{}
+		if opts.ctx != nil {
+			done = opts.ctx.Done()
+		}
+	feed:
 		for _, f := range opts.Funcs {
-			jobs <- f
+			select {
+			case jobs <- f:
+			case <-done:
+				break feed
+			}
 		}
 		close(jobs)
 		wg.Wait()
@@ -118,6 +129,9 @@ func (t *Tracer) perFunction(opts Options, newWorker func() func(f *symbols.Func
 	}
 	sort.Slice(t.Attached, func(i, j int) bool { return t.Attached[i].ID < t.Attached[j].ID })
 	sort.Slice(t.Failed, func(i, j int) bool { return t.Failed[i].Func.ID < t.Failed[j].Func.ID })
+	if err := opts.interrupted("attaching", len(t.Attached), len(opts.Funcs)); err != nil {
+		return err
+	}
 	if len(t.Attached) == 0 {
 		if firstUnsupported != nil {
 			return firstUnsupported

@@ -31,7 +31,7 @@ func (t *Tracer) openKprobeMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 	tryEntry := func(fs []*symbols.Func) (link.Link, error) {
 		return attach(p.Entry, opts.multiOpts(fs), false)
 	}
-	good, bad, entry, err := Bisect(opts.Funcs, tryEntry)
+	good, bad, entry, err := Bisect(opts.ctx, opts.Funcs, tryEntry)
 	if err != nil && len(good) == 0 {
 		return opts.Kernel.Explain("kprobe.multi", describeFuncs(opts.Funcs), err)
 	}
@@ -66,7 +66,7 @@ func (t *Tracer) openKprobeSession(spec *ebpf.CollectionSpec, repl map[string]*e
 		o.Session = true
 		return linkMulti(p.Prog, o, false)
 	}
-	good, bad, l, err := Bisect(opts.Funcs, try)
+	good, bad, l, err := Bisect(opts.ctx, opts.Funcs, try)
 	if err != nil && len(good) == 0 {
 		p.Prog.Close()
 		return err
@@ -89,6 +89,9 @@ func (t *Tracer) openKprobe(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 	raiseNofile(2*len(opts.Funcs) + 256)
 	var firstUnsupported error
 	for i, f := range opts.Funcs {
+		if opts.done() {
+			break // Open closes what is attached
+		}
 		if opts.Progress != nil {
 			opts.Progress(i+1, len(opts.Funcs))
 		}

@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,9 +23,15 @@ import (
 // Minimum kernel: fentry+fexit 5.19 (attach cookies), arm64 6.4 (direct
 // calls); kprobe.multi+kretprobe.multi 5.18 with CONFIG_FPROBE, arm64
 // 6.14; the others as their constants say.
-func Open(opts Options) (*Tracer, error) {
+//
+// ctx is checked between functions in every phase (load, attach, the
+// verification of a DryRun): once it is done, Open closes whatever it
+// made and returns an error wrapping context.Cause(ctx) that says how far
+// it got (Interrupted).
+func Open(ctx context.Context, opts Options) (*Tracer, error) {
+	opts.ctx = ctx
 	t, err := open(opts, false)
-	if err != nil && needsHashFrames(err) {
+	if err != nil && ctx.Err() == nil && needsHashFrames(err) {
 		// A kprobe program type that cannot use task storage (before
 		// 6.2): keep the frames in a hash keyed by tid instead.
 		return open(opts, true)
@@ -42,7 +49,22 @@ func needsHashFrames(err error) bool {
 	return strings.Contains(err.Error(), "task_storage")
 }
 
+// object is the trace object specialized for one Open (plan): its spec
+// with the settings frozen, predicates spliced and paths simplified, and
+// the --arg/--filter programs to store by function ID.
+type object struct {
+	spec       *ebpf.CollectionSpec
+	variant    string
+	xprogs     map[uint32]bpfobj.TraceXprog
+	simplified int
+}
+
+// open runs the phases: plan (the object for opts), load (maps, then the
+// programs with their links), attach, activate (armed).
 func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
+	if opts.ctx == nil {
+		opts.ctx = context.Background()
+	}
 	if opts.Kernel == nil {
 		opts.Kernel = kfeat.Load()
 	}
@@ -58,7 +80,65 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if err := ValidateRingbufSize(opts.RingbufSize); err != nil {
 		return nil, err
 	}
-	settings, err := settingsOf(opts, hashFrames)
+	obj, err := plan(&opts, hashFrames)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tracer{Mode: opts.Mode, Frames: "task storage", DataPath: obj.variant, Simplified: obj.simplified}
+	if hashFrames {
+		t.Frames = "hash"
+	}
+	defer func() {
+		if err != nil {
+			t.closeInterrupted(opts)
+		}
+	}()
+	if err := opts.interrupted("planning", 0, 0); err != nil {
+		return nil, err
+	}
+	repl, err := t.createMaps(obj, opts)
+	if err != nil {
+		return nil, err
+	}
+	total := len(opts.Funcs) + len(opts.MultiFuncs)
+	if opts.DryRun {
+		err := t.verifyOnly(obj.spec, repl, opts)
+		if ierr := opts.interrupted("verifying", t.verifiedFuncs, total); ierr != nil {
+			return nil, ierr
+		}
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	if !opts.NoEvents {
+		t.attachComm(obj.spec, repl, opts.BTF)
+	}
+	if err := t.attachProcessEvents(obj.spec, repl, opts); err != nil {
+		return nil, err
+	}
+	if opts.Mode == ModeMixed {
+		err = t.openMixed(obj.spec, repl, opts)
+	} else {
+		err = t.openMode(opts.Mode, obj.spec, repl, opts)
+	}
+	// An error after the context is done is the interruption's (a link
+	// or a bisection cut short).
+	if ierr := opts.interrupted("attaching", len(t.Attached), total); ierr != nil {
+		return nil, ierr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t, t.arm()
+}
+
+// plan builds the trace object for opts: the variant its settings select,
+// the settings frozen, the --arg/--filter programs encoded and their
+// predicates spliced (setting opts.predCookie), the paths the settings
+// rule out removed.
+func plan(opts *Options, hashFrames bool) (*object, error) {
+	settings, err := settingsOf(*opts, hashFrames)
 	if err != nil {
 		return nil, err
 	}
@@ -116,12 +196,17 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if err := patchPredicates(spec, preds); err != nil {
 		return nil, err
 	}
-	simplified := simplifyPrograms(spec)
-	t := &Tracer{Mode: opts.Mode, Frames: "task storage", DataPath: v.name, Simplified: simplified}
-	if hashFrames {
-		t.Frames = "hash"
-	}
+	return &object{spec: spec, variant: v.name, xprogs: xprogs, simplified: simplifyPrograms(spec)}, nil
+}
+
+// createMaps creates every map of obj once, .bss and .rodata included,
+// and stores the --arg/--filter programs: each program loaded later
+// shares them (armed and the counters live in .bss). It returns the maps
+// by name for the program loads.
+func (t *Tracer) createMaps(obj *object, opts Options) (map[string]*ebpf.Map, error) {
+	spec := obj.spec
 	if opts.Aggregate {
+		all := append(append([]*symbols.Func{}, opts.Funcs...), opts.MultiFuncs...)
 		t.aggFuncs = make([]*symbols.Func, len(all))
 		for _, f := range all {
 			if int(f.ID) < len(all) {
@@ -129,13 +214,7 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 			}
 		}
 	}
-	defer func() {
-		if err != nil {
-			t.Close() // detach and free whatever was attached before the failure
-		}
-	}()
-	// Every map once, .bss and .rodata included: each program loaded
-	// later shares them (armed and the counters live in .bss).
+	var err error
 	t.coll, err = ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
 		Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
 	}, ebpf.CollectionOptions{Cache: opts.BTF})
@@ -151,7 +230,7 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if err := t.coll.Assign(&t.maps); err != nil {
 		return nil, fmt.Errorf("assign maps: %w", err)
 	}
-	for id, x := range xprogs {
+	for id, x := range obj.xprogs {
 		if err := t.maps.Xprogs.Update(id, &x, ebpf.UpdateAny); err != nil {
 			return nil, fmt.Errorf("attach: store the --arg/--filter program of function %d: %w", id, err)
 		}
@@ -161,57 +240,52 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if t.armed == nil || t.stats == nil {
 		return nil, errors.New("BPF object lacks the armed or ftp_stats variable")
 	}
-	if opts.DryRun {
-		if err := t.verifyOnly(spec, repl, opts); err != nil {
-			return nil, err
-		}
-		return t, nil
+	return repl, nil
+}
+
+// attachProcessEvents attaches the tp_btf programs of the tree filter
+// (fork, exit, exec) and of --entry (exit: threads dying in a window).
+func (t *Tracer) attachProcessEvents(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options) (err error) {
+	if !opts.Filters.Tree && len(opts.Entries) == 0 {
+		return nil
 	}
-	if !opts.NoEvents {
-		t.attachComm(spec, repl, opts.BTF)
+	var p struct {
+		Fork *ebpf.Program `ebpf:"ftp_fork"`
+		Exit *ebpf.Program `ebpf:"ftp_exit"`
+		Exec *ebpf.Program `ebpf:"ftp_exec"`
 	}
-	if opts.Filters.Tree || len(opts.Entries) > 0 {
-		var p struct {
-			Fork *ebpf.Program `ebpf:"ftp_fork"`
-			Exit *ebpf.Program `ebpf:"ftp_exit"`
-			Exec *ebpf.Program `ebpf:"ftp_exec"`
+	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl, Cache: opts.BTF}); err != nil {
+		return opts.Kernel.Explain("tp_btf", "sched_process_fork/exit/exec (the tree filter, --entry)", err)
+	}
+	t.progs = append(t.progs, p.Fork, p.Exit, p.Exec)
+	// Exit first: a process is then forgotten from the moment any
+	// process is followed.
+	if t.exit, err = LinkFunc(p.Exit, ebpf.AttachNone, 0); err != nil {
+		return opts.Kernel.Explain("tp_btf", "sched_process_exit", err)
+	}
+	// (--entry alone needs only the exit: threads dying in a window.)
+	if opts.Filters.Tree {
+		if t.exec, err = LinkFunc(p.Exec, ebpf.AttachNone, 0); err != nil {
+			return opts.Kernel.Explain("tp_btf", "sched_process_exec", err)
 		}
-		if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl, Cache: opts.BTF}); err != nil {
-			return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork/exit/exec (the tree filter, --entry)", err)
-		}
-		t.progs = append(t.progs, p.Fork, p.Exit, p.Exec)
-		// Exit first: a process is then forgotten from the moment any
-		// process is followed.
-		if t.exit, err = LinkFunc(p.Exit, ebpf.AttachNone, 0); err != nil {
-			return nil, opts.Kernel.Explain("tp_btf", "sched_process_exit", err)
-		}
-		// (--entry alone needs only the exit: threads dying in a window.)
-		if opts.Filters.Tree {
-			if t.exec, err = LinkFunc(p.Exec, ebpf.AttachNone, 0); err != nil {
-				return nil, opts.Kernel.Explain("tp_btf", "sched_process_exec", err)
-			}
-			if t.fork, err = LinkFunc(p.Fork, ebpf.AttachNone, 0); err != nil {
-				return nil, opts.Kernel.Explain("tp_btf", "sched_process_fork", err)
-			}
+		if t.fork, err = LinkFunc(p.Fork, ebpf.AttachNone, 0); err != nil {
+			return opts.Kernel.Explain("tp_btf", "sched_process_fork", err)
 		}
 	}
-	if opts.Mode == ModeMixed {
-		err = t.openMixed(spec, repl, opts)
-	} else {
-		err = t.openMode(opts.Mode, spec, repl, opts)
-	}
-	if err != nil {
-		return nil, err
-	}
-	// Every link is in place: start recording (see `armed` in trace.bpf.c).
+	return nil
+}
+
+// arm starts recording once every link is in place (see `armed` in
+// trace.bpf.c).
+func (t *Tracer) arm() error {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err == nil {
 		t.armedAt = uint64(ts.Nano())
 	}
 	if err := t.armed.Set(uint32(1)); err != nil {
-		return nil, fmt.Errorf("arm: %w", err)
+		return fmt.Errorf("arm: %w", err)
 	}
-	return t, nil
+	return nil
 }
 
 // openMode attaches opts.Funcs in the trace mode mode.

@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -150,9 +151,50 @@ type Options struct {
 	Entries map[uint32]bool
 	// AttachMulti replaces link.KprobeMulti (tests).
 	AttachMulti func(prog *ebpf.Program, opts link.KprobeMultiOptions, ret bool) (link.Link, error)
+	// Detaching, when set, is called once when Open, interrupted by its
+	// context, starts closing the links it made (closing a few hundred
+	// fentry links takes seconds: each unregisters a trampoline).
+	Detaching func(links int)
 	// predCookie holds PredCookie by function ID, set by open once the
 	// predicates are compiled, before any link (cookie).
 	predCookie map[uint32]uint64
+	// ctx is Open's context, checked between functions by every phase.
+	ctx context.Context
+}
+
+// Interrupted is the error of an Open stopped by its context: it wraps
+// context.Cause (a signal, for ftprobe's commands) and says how far the
+// phase got. Open returns it once everything it made is closed.
+type Interrupted struct {
+	Cause error
+	// Phase is what Open was doing: "planning", "attaching",
+	// "verifying" (DryRun).
+	Phase string
+	// Done of Total functions were attached (verified) when it stopped;
+	// Total 0 when the phase is not per function.
+	Done, Total int
+}
+
+func (e *Interrupted) Error() string {
+	s := fmt.Sprintf("%v while %s", e.Cause, e.Phase)
+	if e.Total > 0 {
+		s += fmt.Sprintf(" %d of %d functions", e.Done, e.Total)
+	}
+	return s + "; nothing left attached"
+}
+
+func (e *Interrupted) Unwrap() error { return e.Cause }
+
+// done reports whether Open's context is done: the phases stop.
+func (opts Options) done() bool { return opts.ctx != nil && opts.ctx.Err() != nil }
+
+// interrupted returns an *Interrupted for phase once opts.ctx is done,
+// else nil.
+func (opts Options) interrupted(phase string, done, total int) error {
+	if !opts.done() {
+		return nil
+	}
+	return &Interrupted{Cause: context.Cause(opts.ctx), Phase: phase, Done: done, Total: total}
 }
 
 // Failure is one function that could not be attached, with the reason.

@@ -205,7 +205,7 @@ func (t *Tracer) openFSessionMulti(spec *ebpf.CollectionSpec, repl map[string]*e
 		return opts.Kernel.Explain("fsession.multi", describeFuncs(fs), err)
 	}
 	t.progs = append(t.progs, prog)
-	good, bad, l, err := Bisect(fs, tryMulti(prog, AttachTraceFSessionMulti, idOf, opts))
+	good, bad, l, err := Bisect(opts.ctx, fs, tryMulti(prog, AttachTraceFSessionMulti, idOf, opts))
 	if err != nil {
 		return opts.Kernel.Explain("fsession.multi", describeFuncs(fs), err)
 	}
@@ -233,7 +233,7 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 		return opts.Kernel.Explain("fexit.multi", describeFuncs(fs), err)
 	}
 	t.progs = append(t.progs, exit)
-	good, bad, el, err := Bisect(fs, tryMulti(entry, AttachTraceFEntryMulti, idOf, opts))
+	good, bad, el, err := Bisect(opts.ctx, fs, tryMulti(entry, AttachTraceFEntryMulti, idOf, opts))
 	if err != nil {
 		return opts.Kernel.Explain("fentry.multi", describeFuncs(fs), err)
 	}

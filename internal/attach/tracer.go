@@ -32,6 +32,9 @@ type Tracer struct {
 	aggFuncs    []*symbols.Func // functions of the aggs table, by id
 	// Verified is the number of programs loaded by a DryRun.
 	Verified int
+	// verifiedFuncs counts the functions whose programs a DryRun
+	// loaded (bound to one function, or the multi programs' set).
+	verifiedFuncs int
 	// Frames says where the per-thread frame stacks live: "task storage"
 	// or, where a program type cannot use it, "hash".
 	Frames string

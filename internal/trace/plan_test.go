@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -35,7 +36,7 @@ type fakeKernel struct {
 
 func (f *fakeKernel) has(at string) bool { return f.types[at] }
 
-func (f *fakeKernel) open(o attach.Options) (*attach.Tracer, error) {
+func (f *fakeKernel) open(ctx context.Context, o attach.Options) (*attach.Tracer, error) {
 	f.calls = append(f.calls, o)
 	if err := f.refuse[o.Mode]; err != nil {
 		return nil, err
@@ -67,7 +68,7 @@ func testPlan(t *testing.T, kernel string, o Options, fk *fakeKernel) (*attach.T
 	var log bytes.Buffer
 	o.Log = &log
 	p := &planner{o: o, k: recorded(t, kernel), kin: &kfeat.Info{}, has: fk.has, open: fk.open}
-	tr, res, err := p.plan()
+	tr, res, err := p.plan(context.Background())
 	return tr, res, log.String(), err
 }
 

@@ -250,8 +250,12 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if len(o.Command) > 0 {
 		o.Filters.Tree = true
 	}
+	if err := ctx.Err(); err != nil {
+		// A signal while the symbols loaded: nothing made yet.
+		return nil, failed(&attach.Interrupted{Cause: context.Cause(ctx), Phase: "planning"})
+	}
 	tAttach := time.Now()
-	tracer, res, err := newPlanner(o, s.k, s.kin).plan()
+	tracer, res, err := newPlanner(o, s.k, s.kin).plan(ctx)
 	if err != nil {
 		return nil, classify(err)
 	}
