@@ -33,8 +33,18 @@ func (t *Tracer) Detach() {
 	}
 }
 
+// closeLinks closes every link, the per-function ones on up to 8
+// goroutines, telling t.detaching as they go. It always goes to the last
+// link; should the process be killed before, the kernel closes the rest
+// with its file descriptors (every link is one, perf-event kprobes
+// included), so nothing outlives ftprobe.
 func (t *Tracer) closeLinks() {
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	closed, total := 0, len(t.links)
+	if t.detaching != nil && total > 0 {
+		t.detaching(0, total)
+	}
 	sem := make(chan struct{}, 8)
 	for _, l := range t.links {
 		wg.Add(1)
@@ -43,6 +53,12 @@ func (t *Tracer) closeLinks() {
 			defer wg.Done()
 			l.Close()
 			<-sem
+			if t.detaching != nil {
+				mu.Lock()
+				closed++
+				t.detaching(closed, total)
+				mu.Unlock()
+			}
 		}(l)
 	}
 	for _, l := range t.multi {
@@ -85,29 +101,4 @@ func (t *Tracer) Close() error {
 		t.stats, t.armed, t.windowExits = nil, nil, nil
 	})
 	return nil
-}
-
-// closeInterrupted closes a tracer whose Open failed; when Open's context
-// is done, it first tells opts.Detaching how many links it closes. Close
-// goes on to the last link whatever happens meanwhile: should the process
-// be killed before, the kernel closes the rest with its file descriptors
-// (every link is one, perf-event kprobes included), so nothing outlives it.
-func (t *Tracer) closeInterrupted(opts Options) {
-	if opts.Detaching != nil && opts.ctx != nil && opts.ctx.Err() != nil {
-		if n := t.linkCount(); n > 0 {
-			opts.Detaching(n)
-		}
-	}
-	t.Close()
-}
-
-// linkCount is the number of links the tracer holds.
-func (t *Tracer) linkCount() int {
-	n := len(t.links) + len(t.comm)
-	for _, l := range append(t.multi, t.fork, t.exit, t.exec) {
-		if l != nil {
-			n++
-		}
-	}
-	return n
 }

@@ -84,13 +84,13 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tracer{Mode: opts.Mode, Frames: "task storage", DataPath: obj.variant, Simplified: obj.simplified}
+	t := &Tracer{Mode: opts.Mode, Frames: "task storage", DataPath: obj.variant, Simplified: obj.simplified, detaching: opts.Detaching}
 	if hashFrames {
 		t.Frames = "hash"
 	}
 	defer func() {
 		if err != nil {
-			t.closeInterrupted(opts)
+			t.Close() // detach and free whatever was made before the failure
 		}
 	}()
 	if err := opts.interrupted("planning", 0, 0); err != nil {

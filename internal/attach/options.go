@@ -151,10 +151,12 @@ type Options struct {
 	Entries map[uint32]bool
 	// AttachMulti replaces link.KprobeMulti (tests).
 	AttachMulti func(prog *ebpf.Program, opts link.KprobeMultiOptions, ret bool) (link.Link, error)
-	// Detaching, when set, is called once when Open, interrupted by its
-	// context, starts closing the links it made (closing a few hundred
-	// fentry links takes seconds: each unregisters a trampoline).
-	Detaching func(links int)
+	// Detaching, when set, follows the closing of the per-function links
+	// (Tracer.Detach, Close, and Open's own when it fails or is
+	// interrupted): called with closed 0 before the first, then as each
+	// closes, one call at a time. Each fentry link unregisters a
+	// trampoline: a few hundred take seconds, minutes under emulation.
+	Detaching func(closed, total int)
 	// predCookie holds PredCookie by function ID, set by open once the
 	// predicates are compiled, before any link (cookie).
 	predCookie map[uint32]uint64

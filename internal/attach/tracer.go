@@ -56,6 +56,7 @@ type Tracer struct {
 	multi      []link.Link       // kprobe.multi, kretprobe.multi and kprobe.session links
 	tramp      *TrampolineLoader // fsession and the tracing multi links
 	closeOnce  sync.Once
+	detaching  func(closed, total int)  // Options.Detaching
 	missed     uint64                   // kprobe.multi missed runs read at Detach
 	progFunc   map[*ebpf.Program]string // per-function programs: the function
 	slots      SlotLoads                // fentry/fexit programs by argument reads (loadForFunc)
