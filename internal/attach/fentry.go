@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"sort"
@@ -26,6 +27,11 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 			}{{"ftp_fentry", ebpf.AttachTraceFEntry, "fentry"}, {"ftp_fexit", ebpf.AttachTraceFExit, "fexit"}} {
 				if pt.at == ebpf.AttachTraceFExit && f.EntryOnly != "" {
 					break // the verifier rejects fexit on a noreturn function
+				}
+				if opts.done() {
+					// Interrupted: the function's fentry half is
+					// not worth the fexit load (seconds under TCG).
+					return progs, links, context.Cause(opts.ctx)
 				}
 				// Entry first: a call in flight when its exit probe
 				// arrives then returns "without entry" only if it
