@@ -74,9 +74,12 @@ func (v *verifier) fentry(fs []*symbols.Func) error {
 			if n == "ftp_fexit" && f.EntryOnly != "" {
 				break
 			}
+			if v.opts.done() {
+				return nil
+			}
 			p, err := loadForFunc(v.spec.Programs[n], f, &v.t.slots, func(ps *ebpf.ProgramSpec) (*ebpf.Program, error) {
 				local.Programs[n] = ps
-				return loadWithMaps(local, n, v.repl, v.opts.BTF)
+				return v.opts.loadUnlessStopped(local, n, v.repl)
 			})
 			if err != nil {
 				return v.opts.Kernel.Explain(strings.TrimPrefix(n, "ftp_"), f.Display(), err)

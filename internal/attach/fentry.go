@@ -18,7 +18,6 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 	raiseNofile(4*len(opts.Funcs) + 256) // 2 programs + 2 links per function
 	newWorker := func() func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
 		local := spec.Copy() // per worker: AttachTo changes per function
-		cache := opts.BTF
 		return func(f *symbols.Func) (progs []*ebpf.Program, links []link.Link, err error) {
 			for _, pt := range []struct {
 				name string
@@ -28,10 +27,8 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 				if pt.at == ebpf.AttachTraceFExit && f.EntryOnly != "" {
 					break // the verifier rejects fexit on a noreturn function
 				}
-				if opts.done() {
-					// Interrupted: the function's fentry half is
-					// not worth the fexit load (seconds under TCG).
-					return progs, links, context.Cause(opts.ctx)
+				if err := opts.stopped(); err != nil {
+					return progs, links, err
 				}
 				// Entry first: a call in flight when its exit probe
 				// arrives then returns "without entry" only if it
@@ -39,12 +36,15 @@ func (t *Tracer) openFentry(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map
 				// as in flight, not as a loss.
 				prog, err := loadForFunc(spec.Programs[pt.name], f, &t.slots, func(ps *ebpf.ProgramSpec) (*ebpf.Program, error) {
 					local.Programs[pt.name] = ps
-					return loadWithMaps(local, pt.name, repl, cache)
+					return opts.loadUnlessStopped(local, pt.name, repl)
 				})
 				if err != nil {
 					return progs, links, opts.Kernel.Explain(pt.mode, f.Display(), err)
 				}
 				progs = append(progs, prog)
+				if err := opts.stopped(); err != nil {
+					return progs, links, err
+				}
 				l, err := LinkFunc(prog, pt.at, opts.cookie(f))
 				if err != nil {
 					return progs, links, opts.Kernel.Explain(pt.mode, f.Display(), err)
@@ -145,4 +145,25 @@ func (t *Tracer) perFunction(opts Options, newWorker func() func(f *symbols.Func
 		return t.Failed[0].Err
 	}
 	return nil
+}
+
+// stopped returns context.Cause of Open's context once it is done: a
+// per-function worker then loads and links no more. Under TCG one
+// program load of the trace object takes seconds (arm64), a link and its
+// close another one or two: what an interrupted worker still starts
+// delays the stop by that much.
+func (opts Options) stopped() error {
+	if opts.done() {
+		return context.Cause(opts.ctx)
+	}
+	return nil
+}
+
+// loadUnlessStopped is loadWithMaps with opts.BTF, unless Open's context
+// is done (stopped): loadForFunc's second try is then not made either.
+func (opts Options) loadUnlessStopped(spec *ebpf.CollectionSpec, name string, repl map[string]*ebpf.Map) (*ebpf.Program, error) {
+	if err := opts.stopped(); err != nil {
+		return nil, err
+	}
+	return loadWithMaps(spec, name, repl, opts.BTF)
 }

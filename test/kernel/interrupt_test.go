@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -19,16 +20,36 @@ import (
 )
 
 // lockedBuffer is a bytes.Buffer written by a child's stderr copier and
-// read by the test.
+// read by the test. Once since is set, each line written gets the time
+// since then in front ("+1.234s "): the log then shows how long each
+// step of a stop took.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	since time.Time
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.b.Write(p)
+	if l.since.IsZero() {
+		return l.b.Write(p)
+	}
+	at := fmt.Sprintf("+%.3fs ", time.Since(l.since).Seconds())
+	for _, line := range bytes.SplitAfter(p, []byte("\n")) {
+		if len(line) > 0 {
+			l.b.WriteString(at)
+			l.b.Write(line)
+		}
+	}
+	return len(p), nil
+}
+
+// mark starts the timestamps.
+func (l *lockedBuffer) mark() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.since = time.Now()
 }
 
 func (l *lockedBuffer) String() string {
@@ -132,6 +153,7 @@ func TestInterruptAttach(t *testing.T) {
 					began = ftpObjects(c.object, c.links) > 0
 				}
 			}
+			stderr.mark()
 			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 			sent := time.Now()
 			var err error
@@ -144,7 +166,7 @@ func TestInterruptAttach(t *testing.T) {
 			took := time.Since(sent)
 			var said []string // ftprobe's own lines, not the plan's skips
 			for _, l := range strings.Split(stderr.String(), "\n") {
-				if strings.HasPrefix(l, "ftprobe: ") {
+				if strings.HasPrefix(l, "+") {
 					said = append(said, l)
 				}
 			}
@@ -153,7 +175,7 @@ func TestInterruptAttach(t *testing.T) {
 			var ee *exec.ExitError
 			require.ErrorAs(t, err, &ee)
 			assert.Equal(t, 1, ee.ExitCode())
-			assert.Contains(t, stderr.String(), "ftprobe: interrupted by SIGTERM "+c.phase+" ")
+			assert.Contains(t, stderr.String(), "s ftprobe: interrupted by SIGTERM "+c.phase+" ")
 			assert.Contains(t, stderr.String(), "; nothing left attached")
 			assertNothingAttached(t)
 			assert.Zero(t, ftpObjects(c.object, c.links), "links or programs of ours left")
