@@ -171,7 +171,15 @@ func TestInterruptAttach(t *testing.T) {
 				}
 			}
 			t.Logf("%s of %d functions: exited %s after SIGTERM:\n%s", c.name, len(names), took.Round(time.Millisecond), strings.Join(said, "\n"))
-			assert.Less(t, took, 10*time.Second, "exit after SIGTERM")
+			// Neither a link's attach nor its close can be cut short
+			// once in the kernel: under arm64 TCG the fentry link in
+			// flight at the signal took 6-7 s to finish and 1-2 s to
+			// close (7.3), so there the bound is wider.
+			limit := 10 * time.Second
+			if e.kin.Arch == "arm64" && e.kin.Emulated != "" {
+				limit = 20 * time.Second
+			}
+			assert.Less(t, took, limit, "exit after SIGTERM")
 			var ee *exec.ExitError
 			require.ErrorAs(t, err, &ee)
 			assert.Equal(t, 1, ee.ExitCode())
