@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -35,37 +33,11 @@ func traceCmd(stat bool) *cobra.Command {
 		interval   time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "trace [flags] PATTERN... [-- COMMAND ARGS...]",
-		Short: "Trace kernel functions, one line per entry and exit, in any attach mode the kernel has",
-		Long: `trace attaches to kernel functions and prints every entry and exit.
-
-PATTERN is an exact name (do_sys_openat2), a glob (vfs_*), a module-qualified
-name ('name [module]', module:glob) or name@ADDRESS for one copy of a
-duplicated static function. Candidates come from available_filter_functions;
-the trampoline modes also need a BTF prototype.
-
---mode names the kernel attach paths a mode links, joined by '+':
-` + modesHelp() + `auto picks from what the kernel supports and how many functions match, and
-says why. A function that never returns (do_exit, do_group_exit,
-make_task_dead, ...) is traced at entry only, in every mode: no exit probe,
-nothing counted lost for it.
-
---pid and --tid must name a live process and thread when the trace starts.
-
---entry FUNC records the PATTERN functions only inside FUNC's calls on the
-same thread (outside them they return at once, counted) and prints one call
-tree per FUNC call, the path to the first function that returned the error
-marked with '!' and '<- error origin'.
-
-With -- COMMAND, ftprobe starts the command, traces only its process tree
-(filtered in the kernel) and exits with the command's status.`,
-		Example: `  ftprobe trace do_sys_openat2 vfs_read -- ftprobe workload open --count 3
-  ftprobe trace --mode ` + attach.ModeKprobeMulti + ` 'vfs_*' --exclude 'vfs_statx*' --duration 5s
-  ftprobe trace --errors --output json do_sys_openat2 -o trace.jsonl
-  ftprobe trace vfs_read --arg 'file->f_path.dentry->d_name.name' --filter 'count == 1' -- ftprobe workload read
-  ftprobe trace do_sys_openat2 --filter 'ret == -ENOENT' --arg filename -- ftprobe workload openfail
-  ftprobe trace --entry do_sys_openat2 --errors 'path_*' 'link_path_walk*' 'lookup_*' -- ftprobe workload openfail`,
-		Args: cobra.MinimumNArgs(1),
+		Use:     "trace [flags] PATTERN... [-- COMMAND ARGS...]",
+		Short:   "Trace kernel functions, one line per entry and exit, in any attach mode the kernel has",
+		Long:    traceLong(),
+		Example: traceExample,
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if at := cmd.ArgsLenAtDash(); at >= 0 {
 				o.Patterns, o.Command = args[:at], args[at:]
@@ -111,7 +83,7 @@ With -- COMMAND, ftprobe starts the command, traces only its process tree
 				defer f.Close()
 				o.Out = f
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			o.Progress = attachProgress(cmd)
 			_, err = trace.Run(ctx, o)
@@ -139,6 +111,40 @@ stderr counts the calls in the tables and says what was lost.
 	traceFlags(cmd.Flags(), &o, &traceVars{&outFile, &bufferSize, &pid, &tid, &interval}, stat)
 	return cmd
 }
+
+// traceLong is trace's long help.
+func traceLong() string {
+	return `trace attaches to kernel functions and prints every entry and exit.
+
+PATTERN is an exact name (do_sys_openat2), a glob (vfs_*), a module-qualified
+name ('name [module]', module:glob) or name@ADDRESS for one copy of a
+duplicated static function. Candidates come from available_filter_functions;
+the trampoline modes also need a BTF prototype.
+
+--mode names the kernel attach paths a mode links, joined by '+':
+` + modesHelp() + `auto picks from what the kernel supports and how many functions match, and
+says why. A function that never returns (do_exit, do_group_exit,
+make_task_dead, ...) is traced at entry only, in every mode: no exit probe,
+nothing counted lost for it.
+
+--pid and --tid must name a live process and thread when the trace starts.
+
+--entry FUNC records the PATTERN functions only inside FUNC's calls on the
+same thread (outside them they return at once, counted) and prints one call
+tree per FUNC call, the path to the first function that returned the error
+marked with '!' and '<- error origin'.
+
+With -- COMMAND, ftprobe starts the command, traces only its process tree
+(filtered in the kernel) and exits with the command's status.`
+}
+
+// traceExample is trace's examples.
+const traceExample = `  ftprobe trace do_sys_openat2 vfs_read -- ftprobe workload open --count 3
+  ftprobe trace --mode ` + attach.ModeKprobeMulti + ` 'vfs_*' --exclude 'vfs_statx*' --duration 5s
+  ftprobe trace --errors --output json do_sys_openat2 -o trace.jsonl
+  ftprobe trace vfs_read --arg 'file->f_path.dentry->d_name.name' --filter 'count == 1' -- ftprobe workload read
+  ftprobe trace do_sys_openat2 --filter 'ret == -ENOENT' --arg filename -- ftprobe workload openfail
+  ftprobe trace --entry do_sys_openat2 --errors 'path_*' 'link_path_walk*' 'lookup_*' -- ftprobe workload openfail`
 
 // checkTraceInput checks every flag, value, pattern and filter of trace
 // that needs no kernel, before anything touches one: the caller maps any

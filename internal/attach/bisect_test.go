@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -47,7 +48,7 @@ func funcs(n int) []*symbols.Func {
 func TestBisectFindsBadFunctions(t *testing.T) {
 	var calls, closed, opened int
 	fs := funcs(1000)
-	good, bad, l, err := Bisect(fs, fakeAttach(map[string]bool{"f17": true, "f998": true}, &calls, &closed, &opened))
+	good, bad, l, err := Bisect(context.Background(), fs, fakeAttach(map[string]bool{"f17": true, "f998": true}, &calls, &closed, &opened))
 	require.NoError(t, err)
 	require.NotNil(t, l)
 	assert.Len(t, good, 998)
@@ -64,7 +65,7 @@ func TestBisectFindsBadFunctions(t *testing.T) {
 
 func TestBisectAllGood(t *testing.T) {
 	var calls, closed, opened int
-	good, bad, _, err := Bisect(funcs(10), fakeAttach(nil, &calls, &closed, &opened))
+	good, bad, _, err := Bisect(context.Background(), funcs(10), fakeAttach(nil, &calls, &closed, &opened))
 	require.NoError(t, err)
 	assert.Len(t, good, 10)
 	assert.Empty(t, bad)
@@ -74,7 +75,7 @@ func TestBisectAllGood(t *testing.T) {
 func TestBisectAllBad(t *testing.T) {
 	var calls, closed, opened int
 	all := map[string]bool{"f0": true, "f1": true, "f2": true}
-	good, bad, l, err := Bisect(funcs(3), fakeAttach(all, &calls, &closed, &opened))
+	good, bad, l, err := Bisect(context.Background(), funcs(3), fakeAttach(all, &calls, &closed, &opened))
 	require.Error(t, err)
 	assert.Nil(t, l)
 	assert.Empty(t, good)
@@ -83,7 +84,7 @@ func TestBisectAllBad(t *testing.T) {
 
 func TestBisectModeMissingDoesNotBisect(t *testing.T) {
 	calls := 0
-	_, _, _, err := Bisect(funcs(64), func([]*symbols.Func) (link.Link, error) {
+	_, _, _, err := Bisect(context.Background(), funcs(64), func([]*symbols.Func) (link.Link, error) {
 		calls++
 		return nil, fmt.Errorf("kprobe multi: %w", ebpf.ErrNotSupported)
 	})
@@ -111,4 +112,35 @@ func TestEntryOnlyFlags(t *testing.T) {
 	assert.Equal(t, uint32(FlagEntryOnly), FuncFlags(nb))
 	assert.Equal(t, []*symbols.Func{ret}, exitFuncs([]*symbols.Func{nr, ret, nb}))
 	assert.Empty(t, exitFuncs([]*symbols.Func{nr}))
+}
+
+// TestBisectStopsWhenCancelled: a context cancelled during the bisection
+// (a signal) ends it at the next attempt, with the context's cause and
+// nothing attached: every probe link made is closed.
+func TestBisectStopsWhenCancelled(t *testing.T) {
+	var calls, closed, opened int
+	stop := errors.New("interrupted by SIGTERM")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	attach := fakeAttach(map[string]bool{"f3": true}, &calls, &closed, &opened)
+	good, _, l, err := Bisect(ctx, funcs(1000), func(fs []*symbols.Func) (link.Link, error) {
+		if calls == 5 {
+			cancel(stop)
+		}
+		return attach(fs)
+	})
+	require.ErrorIs(t, err, stop)
+	assert.Nil(t, l)
+	assert.Empty(t, good)
+	assert.Equal(t, 6, calls, "the attempt running when cancelled, then none")
+	assert.Equal(t, opened, closed, "every probe link closed")
+}
+
+// TestInterruptedSaysHowFar: Open's error after a signal wraps the cause
+// and says the phase and how many functions it had done.
+func TestInterruptedSaysHowFar(t *testing.T) {
+	stop := errors.New("interrupted by SIGTERM")
+	err := error(&Interrupted{Cause: stop, Phase: "attaching", Done: 123, Total: 400})
+	assert.EqualError(t, err, "interrupted by SIGTERM while attaching 123 of 400 functions; nothing left attached")
+	assert.ErrorIs(t, err, stop)
+	assert.EqualError(t, &Interrupted{Cause: stop, Phase: "planning"}, "interrupted by SIGTERM while planning; nothing left attached")
 }

@@ -252,41 +252,103 @@ func OpenPath(ctx context.Context, path Path, o PathOptions) (*PathProbe, error)
 		return nil, fmt.Errorf("attach path %q: unknown", path)
 	}
 	pp := &PathProbe{Path: path}
-	// fail names the phase ("load" or "attach"), the path and the
-	// target: trial tells an attach refusal from a load refusal by it.
-	fail := func(phase, target string, err error) (*PathProbe, error) {
-		pp.Close()
-		if target != "" {
-			return nil, fmt.Errorf("%s %s on %s: %w", phase, path, target, err)
-		}
-		return nil, fmt.Errorf("%s %s: %w", phase, path, err)
-	}
-	names := func() string {
-		if len(o.Funcs) == 1 {
-			return o.Funcs[0].Display()
-		}
-		return fmt.Sprintf("%d functions", len(o.Funcs))
-	}
-	t0 := time.Now()
+	var err error
 	switch path {
 	case PathFentry, PathFexit, PathTPBTF:
-		targets := []string{o.Tracepoint}
-		if path != PathTPBTF {
-			targets = targets[:0]
-			for _, f := range o.Funcs {
-				targets = append(targets, f.BTFName)
-			}
+		err = pp.openPerTarget(ctx, o)
+	case PathFSession, PathFentryMulti, PathFexitMulti, PathFSessionMulti:
+		err = pp.openTrampolines(ctx, info, o)
+	case PathKprobeMulti, PathKretprobeMulti, PathKprobeSession, PathKprobe, PathKretprobe, PathRawTP:
+		err = pp.openOneProgram(ctx, o)
+	}
+	if err != nil {
+		pp.Close()
+		return nil, err
+	}
+	return pp, nil
+}
+
+// pathError names the phase ("load" or "attach"), the path and the
+// target: trial tells an attach refusal from a load refusal by it.
+func (pp *PathProbe) pathError(phase, target string, err error) error {
+	if target != "" {
+		return fmt.Errorf("%s %s on %s: %w", phase, pp.Path, target, err)
+	}
+	return fmt.Errorf("%s %s: %w", phase, pp.Path, err)
+}
+
+// describe names o's functions for an error of one link on all of them.
+func (o PathOptions) describe() string {
+	if len(o.Funcs) == 1 {
+		return o.Funcs[0].Display()
+	}
+	return fmt.Sprintf("%d functions", len(o.Funcs))
+}
+
+// openPerTarget is OpenPath of fentry and fexit (one program per
+// function) and tp_btf (one program on o.Tracepoint).
+func (pp *PathProbe) openPerTarget(ctx context.Context, o PathOptions) error {
+	t0 := time.Now()
+	targets, names := []string{o.Tracepoint}, []string{o.Tracepoint}
+	if pp.Path != PathTPBTF {
+		targets, names = targets[:0], names[:0]
+		for _, f := range o.Funcs {
+			targets, names = append(targets, f.BTFName), append(names, f.Display())
 		}
-		for i, tgt := range targets {
+	}
+	for i, tgt := range targets {
+		if err := ctx.Err(); err != nil {
+			return pp.pathError("load", "", err)
+		}
+		p, err := LoadProgram(o.Spec, o.Program, tgt, o.Maps, o.BTF)
+		if err != nil {
+			return pp.pathError("load", names[i], err)
+		}
+		pp.progs = append(pp.progs, p)
+	}
+	pp.LoadTime = time.Since(t0)
+	t1 := time.Now()
+	for i, p := range pp.progs {
+		if err := ctx.Err(); err != nil {
+			return pp.pathError("attach", "", err)
+		}
+		// No attach type: BPF_RAW_TRACEPOINT_OPEN, as before
+		// tracing links took cookies (the verdicts of
+		// `features` stay those of the oldest kernel's path).
+		l, err := LinkFunc(p, ebpf.AttachNone, 0)
+		if err != nil {
+			return pp.pathError("attach", names[i], err)
+		}
+		pp.links = append(pp.links, l)
+	}
+	pp.AttachTime = time.Since(t1)
+	if pp.Path != PathTPBTF {
+		pp.Trampolines = len(pp.links)
+	}
+	return nil
+}
+
+// openTrampolines is OpenPath of the trampoline paths loaded by a
+// TrampolineLoader: fsession (one program per function) and the tracing
+// multi links (one program and one link for all functions).
+func (pp *PathProbe) openTrampolines(ctx context.Context, info PathInfo, o PathOptions) error {
+	t0 := time.Now()
+	if err := CheckAttachType(info.AttachType); err != nil {
+		return pp.pathError("load", "", err)
+	}
+	ld, err := NewTrampolineLoader(o.Spec, o.Maps, o.BTF)
+	if err != nil {
+		return pp.pathError("load", "", err)
+	}
+	pp.loaders = append(pp.loaders, ld)
+	if pp.Path == PathFSession {
+		for _, f := range o.Funcs {
 			if err := ctx.Err(); err != nil {
-				return fail("load", "", err)
+				return pp.pathError("load", "", err)
 			}
-			p, err := LoadProgram(o.Spec, o.Program, tgt, o.Maps, o.BTF)
+			p, err := ld.Load(o.Program, info.AttachType, f.BTFName)
 			if err != nil {
-				if path != PathTPBTF {
-					return fail("load", o.Funcs[i].Display(), err)
-				}
-				return fail("load", tgt, err)
+				return pp.pathError("load", f.Display(), err)
 			}
 			pp.progs = append(pp.progs, p)
 		}
@@ -294,129 +356,80 @@ func OpenPath(ctx context.Context, path Path, o PathOptions) (*PathProbe, error)
 		t1 := time.Now()
 		for i, p := range pp.progs {
 			if err := ctx.Err(); err != nil {
-				return fail("attach", "", err)
+				return pp.pathError("attach", "", err)
 			}
-			// No attach type: BPF_RAW_TRACEPOINT_OPEN, as before
-			// tracing links took cookies (the verdicts of
-			// `features` stay those of the oldest kernel's path).
-			l, err := LinkFunc(p, ebpf.AttachNone, 0)
+			l, err := AttachFSession(p, 0)
 			if err != nil {
-				if path != PathTPBTF {
-					return fail("attach", o.Funcs[i].Display(), err)
-				}
-				return fail("attach", o.Tracepoint, err)
+				return pp.pathError("attach", o.Funcs[i].Display(), err)
 			}
 			pp.links = append(pp.links, l)
 		}
 		pp.AttachTime = time.Since(t1)
-		if path != PathTPBTF {
-			pp.Trampolines = len(pp.links)
+		pp.Trampolines = len(pp.links)
+		return nil
+	}
+	p, err := ld.Load(o.Program, info.AttachType, MultiTarget)
+	if err != nil {
+		return pp.pathError("load", "", err)
+	}
+	pp.progs = append(pp.progs, p)
+	ids := make([]btf.TypeID, len(o.Funcs))
+	for i, f := range o.Funcs {
+		if ids[i], err = ld.IDs.ID(f.BTFName); err != nil {
+			return pp.pathError("load", f.Display(), err)
 		}
-	case PathFSession, PathFentryMulti, PathFexitMulti, PathFSessionMulti:
-		if err := CheckAttachType(info.AttachType); err != nil {
-			return fail("load", "", err)
-		}
-		ld, err := NewTrampolineLoader(o.Spec, o.Maps, o.BTF)
-		if err != nil {
-			return fail("load", "", err)
-		}
-		pp.loaders = append(pp.loaders, ld)
-		if path == PathFSession {
-			for _, f := range o.Funcs {
-				if err := ctx.Err(); err != nil {
-					return fail("load", "", err)
-				}
-				p, err := ld.Load(o.Program, info.AttachType, f.BTFName)
-				if err != nil {
-					return fail("load", f.Display(), err)
-				}
-				pp.progs = append(pp.progs, p)
-			}
-			pp.LoadTime = time.Since(t0)
-			t1 := time.Now()
-			for i, p := range pp.progs {
-				if err := ctx.Err(); err != nil {
-					return fail("attach", "", err)
-				}
-				l, err := AttachFSession(p, 0)
-				if err != nil {
-					return fail("attach", o.Funcs[i].Display(), err)
-				}
-				pp.links = append(pp.links, l)
-			}
-			pp.AttachTime = time.Since(t1)
-			pp.Trampolines = len(pp.links)
-			break
-		}
-		p, err := ld.Load(o.Program, info.AttachType, MultiTarget)
-		if err != nil {
-			return fail("load", "", err)
-		}
-		pp.progs = append(pp.progs, p)
-		ids := make([]btf.TypeID, len(o.Funcs))
-		for i, f := range o.Funcs {
-			if ids[i], err = ld.IDs.ID(f.BTFName); err != nil {
-				return fail("load", f.Display(), err)
-			}
-		}
-		pp.LoadTime = time.Since(t0)
-		t1 := time.Now()
-		l, err := AttachTracingMulti(p, info.AttachType, ids, make([]uint64, len(ids)))
-		if err != nil {
-			return fail("attach", names(), err)
-		}
-		pp.links = append(pp.links, l)
-		pp.AttachTime = time.Since(t1)
-		pp.Trampolines = len(o.Funcs)
+	}
+	pp.LoadTime = time.Since(t0)
+	t1 := time.Now()
+	l, err := AttachTracingMulti(p, info.AttachType, ids, make([]uint64, len(ids)))
+	if err != nil {
+		return pp.pathError("attach", o.describe(), err)
+	}
+	pp.links = append(pp.links, l)
+	pp.AttachTime = time.Since(t1)
+	pp.Trampolines = len(o.Funcs)
+	return nil
+}
+
+// openOneProgram is OpenPath of the paths that load one program for all
+// functions: the fprobe links (one link), kprobe and kretprobe (one link
+// per function) and raw_tp (one link on o.Tracepoint).
+func (pp *PathProbe) openOneProgram(ctx context.Context, o PathOptions) error {
+	t0 := time.Now()
+	p, err := LoadProgram(o.Spec, o.Program, "", o.Maps, o.BTF)
+	if err != nil {
+		return pp.pathError("load", "", err)
+	}
+	pp.progs = append(pp.progs, p)
+	pp.LoadTime = time.Since(t0)
+	t1 := time.Now()
+	switch pp.Path {
 	case PathKprobeMulti, PathKretprobeMulti, PathKprobeSession:
-		p, err := LoadProgram(o.Spec, o.Program, "", o.Maps, o.BTF)
+		l, err := LinkKprobeMulti(p, o.Funcs, nil, pp.Path == PathKretprobeMulti, pp.Path == PathKprobeSession)
 		if err != nil {
-			return fail("load", "", err)
-		}
-		pp.progs = append(pp.progs, p)
-		pp.LoadTime = time.Since(t0)
-		t1 := time.Now()
-		l, err := LinkKprobeMulti(p, o.Funcs, nil, path == PathKretprobeMulti, path == PathKprobeSession)
-		if err != nil {
-			return fail("attach", names(), err)
+			return pp.pathError("attach", o.describe(), err)
 		}
 		pp.links = append(pp.links, l)
-		pp.AttachTime = time.Since(t1)
 	case PathKprobe, PathKretprobe:
-		p, err := LoadProgram(o.Spec, o.Program, "", o.Maps, o.BTF)
-		if err != nil {
-			return fail("load", "", err)
-		}
-		pp.progs = append(pp.progs, p)
-		pp.LoadTime = time.Since(t0)
-		t1 := time.Now()
 		for _, f := range o.Funcs {
 			if err := ctx.Err(); err != nil {
-				return fail("attach", "", err)
+				return pp.pathError("attach", "", err)
 			}
-			l, err := LinkKprobe(p, f.Name, path == PathKretprobe, 0)
+			l, err := LinkKprobe(p, f.Name, pp.Path == PathKretprobe, 0)
 			if err != nil {
-				return fail("attach", f.Display(), err)
+				return pp.pathError("attach", f.Display(), err)
 			}
 			pp.links = append(pp.links, l)
 		}
-		pp.AttachTime = time.Since(t1)
 	case PathRawTP:
-		p, err := LoadProgram(o.Spec, o.Program, "", o.Maps, o.BTF)
-		if err != nil {
-			return fail("load", "", err)
-		}
-		pp.progs = append(pp.progs, p)
-		pp.LoadTime = time.Since(t0)
-		t1 := time.Now()
 		l, err := LinkRawTracepoint(p, o.Tracepoint)
 		if err != nil {
-			return fail("attach", o.Tracepoint, err)
+			return pp.pathError("attach", o.Tracepoint, err)
 		}
 		pp.links = append(pp.links, l)
-		pp.AttachTime = time.Since(t1)
 	}
-	return pp, nil
+	pp.AttachTime = time.Since(t1)
+	return nil
 }
 
 // Links is the number of links the probe holds.

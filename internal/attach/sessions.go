@@ -120,9 +120,15 @@ func (t *Tracer) openFSession(spec *ebpf.CollectionSpec, repl map[string]*ebpf.M
 				}
 				return entryOnly(f)
 			}
+			if err := opts.stopped(); err != nil {
+				return nil, nil, err
+			}
 			prog, err := ld.LoadFunc("ftp_fsession", AttachTraceFSession, f)
 			if err != nil {
 				return nil, nil, opts.Kernel.Explain("fsession", f.Display(), err)
+			}
+			if err := opts.stopped(); err != nil {
+				return []*ebpf.Program{prog}, nil, err
 			}
 			l, err := AttachFSession(prog, opts.cookie(f))
 			if err != nil {
@@ -205,7 +211,7 @@ func (t *Tracer) openFSessionMulti(spec *ebpf.CollectionSpec, repl map[string]*e
 		return opts.Kernel.Explain("fsession.multi", describeFuncs(fs), err)
 	}
 	t.progs = append(t.progs, prog)
-	good, bad, l, err := Bisect(fs, tryMulti(prog, AttachTraceFSessionMulti, idOf, opts))
+	good, bad, l, err := Bisect(opts.ctx, fs, tryMulti(prog, AttachTraceFSessionMulti, idOf, opts))
 	if err != nil {
 		return opts.Kernel.Explain("fsession.multi", describeFuncs(fs), err)
 	}
@@ -233,7 +239,7 @@ func (t *Tracer) openFentryMulti(spec *ebpf.CollectionSpec, repl map[string]*ebp
 		return opts.Kernel.Explain("fexit.multi", describeFuncs(fs), err)
 	}
 	t.progs = append(t.progs, exit)
-	good, bad, el, err := Bisect(fs, tryMulti(entry, AttachTraceFEntryMulti, idOf, opts))
+	good, bad, el, err := Bisect(opts.ctx, fs, tryMulti(entry, AttachTraceFEntryMulti, idOf, opts))
 	if err != nil {
 		return opts.Kernel.Explain("fentry.multi", describeFuncs(fs), err)
 	}
@@ -271,14 +277,16 @@ func multiProgress(opts Options) {
 // rejects on a noreturn function (kernel/bpf/verifier.c noreturn_deny).
 func fentryOnly(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map, opts Options, slots *SlotLoads) func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
 	local := spec.Copy()
-	cache := opts.BTF
 	return func(f *symbols.Func) ([]*ebpf.Program, []link.Link, error) {
 		prog, err := loadForFunc(spec.Programs["ftp_fentry"], f, slots, func(ps *ebpf.ProgramSpec) (*ebpf.Program, error) {
 			local.Programs["ftp_fentry"] = ps
-			return loadWithMaps(local, "ftp_fentry", repl, cache)
+			return opts.loadUnlessStopped(local, "ftp_fentry", repl)
 		})
 		if err != nil {
 			return nil, nil, opts.Kernel.Explain("fentry", f.Display()+" (entry only: "+f.EntryOnly+")", err)
+		}
+		if err := opts.stopped(); err != nil {
+			return []*ebpf.Program{prog}, nil, err
 		}
 		l, err := LinkFunc(prog, ebpf.AttachTraceFEntry, opts.cookie(f))
 		if err != nil {

@@ -295,7 +295,7 @@ func openTrace(o attach.Options, target string, k *symbols.Kernel, during bool) 
 		return nil, err
 	}
 	o.Funcs = res.Funcs
-	t, err := attach.Open(o)
+	t, err := attach.Open(context.Background(), o)
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ type Options struct {
 	// Filters.Tree, Learn adds its own process to the tree.
 	Trace attach.Options
 	// Open loads and attaches the trace programs (attach.Open).
-	Open func(attach.Options) (*attach.Tracer, error)
+	Open func(context.Context, attach.Options) (*attach.Tracer, error)
 }
 
 // Hit is one candidate the trace programs reach, with how many times per
@@ -114,7 +114,7 @@ func Learn(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer ctr.Close()
-	good, bad, l, err := attach.Bisect(fs, func(set []*symbols.Func) (link.Link, error) {
+	good, bad, l, err := attach.Bisect(ctx, fs, func(set []*symbols.Func) (link.Link, error) {
 		cookies := make([]uint64, len(set))
 		for i, f := range set {
 			cookies[i] = uint64(f.ID)
@@ -172,7 +172,7 @@ func (c *counters) withTrace(ctx context.Context, th *thread, drv *ebpf.Program,
 	if len(ao.Entries) > 0 {
 		ao.Entries = map[uint32]bool{0: true}
 	}
-	t, err := o.Open(ao)
+	t, err := o.Open(ctx, ao)
 	if err != nil {
 		return nil, fmt.Errorf("ftprobe's trace programs on %s in %s mode: %w", Trigger, ao.Mode, err)
 	}

@@ -1,10 +1,13 @@
 package trace
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
@@ -43,7 +46,7 @@ type planner struct {
 	// (attach.KernelHasAttachType).
 	has func(attachType string) bool
 	// open loads the programs and attaches them (attach.Open).
-	open func(attach.Options) (*attach.Tracer, error)
+	open func(context.Context, attach.Options) (*attach.Tracer, error)
 }
 
 // newPlanner plans against the running kernel.
@@ -53,11 +56,12 @@ func newPlanner(o Options, k *symbols.Kernel, kin *kfeat.Info) *planner {
 
 // plan resolves the patterns, prints the plan and opens the tracer: in
 // auto mode when o.Mode is "" or "auto", else in o.Mode. Errors are
-// classed but for attach.Open's (classify).
-func (p *planner) plan() (*attach.Tracer, *symbols.Resolution, error) {
+// classed but for attach.Open's (classify). Once ctx is done, attach.Open
+// stops (attach.Interrupted) and auto mode tries no other mode.
+func (p *planner) plan(ctx context.Context) (*attach.Tracer, *symbols.Resolution, error) {
 	o := p.o
 	if o.Mode == "" || o.Mode == "auto" {
-		return p.openAuto()
+		return p.openAuto(ctx)
 	}
 	if err := o.resolveEntries(p.k, o.Mode); err != nil {
 		return nil, nil, err
@@ -78,14 +82,50 @@ func (p *planner) plan() (*attach.Tracer, *symbols.Resolution, error) {
 	if err := o.checkEntryIDs(ao.Entries, o.Mode); err != nil {
 		return nil, nil, err
 	}
-	t, err := p.open(ao)
+	t, err := p.open(ctx, ao)
 	return t, res, err
 }
 
 // attachOptions are the attach.Options of mode for fs.
 func (p *planner) attachOptions(mode string, fs []*symbols.Func, plans map[uint32]*expr.Plan) attach.Options {
 	o := p.o
-	return attach.Options{Mode: mode, Funcs: fs, Filters: o.Filters, RingbufSize: o.RingbufSize, Strings: o.Strings, Stack: o.Stack, Aggregate: o.Summary || o.Hist, NoEvents: o.Quiet, LiveEntries: o.LiveEntries, Kernel: p.kin, BTF: p.k.Types, Progress: o.Progress, Exprs: plans, DryRun: o.DryRun, Entries: o.entryIDs(fs), NoSpecialize: o.NoSpecialize}
+	return attach.Options{Mode: mode, Funcs: fs, Filters: o.Filters, RingbufSize: o.RingbufSize, Strings: o.Strings, Stack: o.Stack, Aggregate: o.Summary || o.Hist, NoEvents: o.Quiet, LiveEntries: o.LiveEntries, Kernel: p.kin, BTF: p.k.Types, Progress: o.Progress, Exprs: plans, DryRun: o.DryRun, Entries: o.entryIDs(fs), NoSpecialize: o.NoSpecialize,
+		Detaching: detachProgress(o.Log, time.Second, 5*time.Second)}
+}
+
+// detachProgress returns an attach.Options.Detaching that says on log how
+// far a detach got when it takes longer than first, then every next: one
+// fentry link closes in about 0.3 s under TCG (each unregisters a
+// trampoline), so stopping a trace of hundreds of functions, or one
+// interrupted while attaching them, is shown to go on.
+func detachProgress(log io.Writer, first, next time.Duration) func(closed, total int) {
+	var mu sync.Mutex
+	var n, of int
+	var done chan struct{}
+	return func(closed, total int) {
+		mu.Lock()
+		n, of = closed, total
+		mu.Unlock()
+		if closed == 0 {
+			done = make(chan struct{})
+			go func(done chan struct{}) {
+				for delay := first; ; delay = next {
+					select {
+					case <-done:
+						return
+					case <-time.After(delay):
+					}
+					mu.Lock()
+					fmt.Fprintf(log, "ftprobe: detaching: %d of %d links closed\n", n, of)
+					mu.Unlock()
+				}
+			}(done)
+		}
+		if closed == total && done != nil {
+			close(done)
+			done = nil
+		}
+	}
 }
 
 // autoOrder is the order in which auto mode tries the modes, and why the
@@ -146,7 +186,7 @@ func nextOnError(order []string, i int, err error) bool {
 
 // openAuto picks the mode (autoOrder) and opens the first one this
 // kernel supports.
-func (p *planner) openAuto() (*attach.Tracer, *symbols.Resolution, error) {
+func (p *planner) openAuto(ctx context.Context) (*attach.Tracer, *symbols.Resolution, error) {
 	o, k := p.o, p.k
 	// --entry patterns that match nothing (or only excluded or noreturn
 	// functions) fail whatever the mode; untraceable is per mode, below.
@@ -179,12 +219,12 @@ func (p *planner) openAuto() (*attach.Tracer, *symbols.Resolution, error) {
 			return nil, nil, badInput(err)
 		}
 		if m != attach.ModeFSession && symbols.IsTrampolineMode(m) && len(res.Skipped) > 0 {
-			t, mres, err := p.openMixed(res, m)
+			t, mres, err := p.openMixed(ctx, res, m)
 			if err == nil {
 				return t, mres, nil
 			}
 			if !errors.Is(err, kfeat.ErrUnsupported) {
-				if !nextOnError(order, i, err) {
+				if ctx.Err() != nil || !nextOnError(order, i, err) {
 					return nil, nil, err
 				}
 				if firstErr == nil {
@@ -204,7 +244,7 @@ func (p *planner) openAuto() (*attach.Tracer, *symbols.Resolution, error) {
 		if err := o.checkEntryIDs(ao.Entries, m); err != nil {
 			return nil, nil, err
 		}
-		t, err := p.open(ao)
+		t, err := p.open(ctx, ao)
 		if err == nil {
 			if i == 0 {
 				fmt.Fprintf(o.Log, "ftprobe: auto mode picked %s for %s: %s\n", m, plural.Count(len(res.Funcs), "function"), why)
@@ -218,7 +258,7 @@ func (p *planner) openAuto() (*attach.Tracer, *symbols.Resolution, error) {
 		if firstErr == nil {
 			firstErr = err
 		}
-		if !nextOnError(order, i, err) {
+		if ctx.Err() != nil || !nextOnError(order, i, err) {
 			return nil, nil, err
 		}
 		unavailable = append(unavailable, err.Error())
@@ -234,7 +274,7 @@ func (p *planner) openAuto() (*attach.Tracer, *symbols.Resolution, error) {
 // takes go through trampolines, the ones it cannot take (no BTF, compiler
 // copies, varargs, too many arguments, other copies of a duplicated name)
 // through one kprobe.multi link, said once per reason.
-func (p *planner) openMixed(resF *symbols.Resolution, tramp string) (*attach.Tracer, *symbols.Resolution, error) {
+func (p *planner) openMixed(ctx context.Context, resF *symbols.Resolution, tramp string) (*attach.Tracer, *symbols.Resolution, error) {
 	o, k := p.o, p.k
 	resK, err := k.Resolve(o.allPatterns(), o.Excludes, attach.ModeKprobeMulti, 0)
 	if err != nil {
@@ -286,7 +326,7 @@ func (p *planner) openMixed(resF *symbols.Resolution, tramp string) (*attach.Tra
 	if err := o.checkEntryIDs(ao.Entries, ModeAuto); err != nil {
 		return nil, nil, err
 	}
-	t, err := p.open(ao)
+	t, err := p.open(ctx, ao)
 	if err != nil {
 		return nil, nil, err
 	}

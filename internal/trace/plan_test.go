@@ -2,11 +2,14 @@ package trace
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -35,7 +38,7 @@ type fakeKernel struct {
 
 func (f *fakeKernel) has(at string) bool { return f.types[at] }
 
-func (f *fakeKernel) open(o attach.Options) (*attach.Tracer, error) {
+func (f *fakeKernel) open(ctx context.Context, o attach.Options) (*attach.Tracer, error) {
 	f.calls = append(f.calls, o)
 	if err := f.refuse[o.Mode]; err != nil {
 		return nil, err
@@ -67,7 +70,7 @@ func testPlan(t *testing.T, kernel string, o Options, fk *fakeKernel) (*attach.T
 	var log bytes.Buffer
 	o.Log = &log
 	p := &planner{o: o, k: recorded(t, kernel), kin: &kfeat.Info{}, has: fk.has, open: fk.open}
-	tr, res, err := p.plan()
+	tr, res, err := p.plan(context.Background())
 	return tr, res, log.String(), err
 }
 
@@ -355,4 +358,58 @@ func TestPlanEntryOnlyTables(t *testing.T) {
 	_, res, _, err := testPlan(t, "amd64-7.3", Options{Patterns: []string{"do_exit"}, Verbose: true}, fk)
 	require.NoError(t, err)
 	assert.Equal(t, "noreturn", res.Funcs[0].EntryOnly)
+}
+
+// lockedLog is a log written by detachProgress's goroutine.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestDetachProgress: a detach still going after the first delay says how
+// far it got; one that ends before says nothing.
+func TestDetachProgress(t *testing.T) {
+	var slow lockedLog
+	p := detachProgress(&slow, time.Millisecond, time.Hour)
+	p(0, 400)
+	p(1, 400)
+	for !strings.Contains(slow.String(), "ftprobe: detaching: 1 of 400 links closed\n") {
+		time.Sleep(time.Millisecond)
+	}
+	p(400, 400)
+	var fast lockedLog
+	p = detachProgress(&fast, time.Hour, time.Hour)
+	p(0, 2)
+	p(1, 2)
+	p(2, 2)
+	assert.Empty(t, fast.String())
+}
+
+// TestPlanStopsWhenInterrupted: an Open interrupted by a signal ends auto
+// mode: not even the pair a refused session mode goes on to.
+func TestPlanStopsWhenInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("interrupted by SIGTERM")
+	cancel(stop)
+	fk := &fakeKernel{types: map[string]bool{"BPF_TRACE_FSESSION": true, "BPF_TRACE_FENTRY_MULTI": true, "BPF_TRACE_FSESSION_MULTI": true}, refuse: map[string]error{
+		attach.ModeFSessionMulti: &attach.Interrupted{Cause: stop, Phase: "attaching", Done: 1, Total: 2},
+	}}
+	var log bytes.Buffer
+	o := Options{Patterns: []string{"vfs_read", "vfs_write"}, Log: &log}
+	p := &planner{o: o, k: recorded(t, "arm64-7.3"), kin: &kfeat.Info{}, has: fk.has, open: fk.open}
+	_, _, err := p.plan(ctx)
+	require.ErrorIs(t, err, stop)
+	assert.Equal(t, []string{attach.ModeFSessionMulti}, fk.modes())
 }

@@ -55,7 +55,7 @@ func planSelfCached(t *testing.T, k *symbols.Kernel, o Options, fl *fakeLearn, c
 	s.leaveOutSelf(context.Background(), o, fl.learn, c)
 	fk := &fakeKernel{}
 	p := &planner{o: o, k: s.k, kin: s.kin, has: fk.has, open: fk.open}
-	_, res, err := p.plan()
+	_, res, err := p.plan(context.Background())
 	return res, log.String(), err
 }
 

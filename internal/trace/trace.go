@@ -264,8 +264,12 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		o.Filters.Tree = true
 	}
 	s.leaveOutSelf(ctx, o, selfreach.Learn, selfreach.OpenCache(o.SelfCacheDir))
+	if err := ctx.Err(); err != nil {
+		// A signal while the symbols loaded: nothing made yet.
+		return nil, failed(&attach.Interrupted{Cause: context.Cause(ctx), Phase: "planning"})
+	}
 	tAttach := time.Now()
-	tracer, res, err := newPlanner(o, s.k, s.kin).plan()
+	tracer, res, err := newPlanner(o, s.k, s.kin).plan(ctx)
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -180,7 +180,7 @@ func tryAttach(e *env, mode, fn string) error {
 	if err != nil {
 		return err
 	}
-	tr, err := attach.Open(attach.Options{NoSpecialize: noSpecialize(), Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10})
+	tr, err := attach.Open(context.Background(), attach.Options{NoSpecialize: noSpecialize(), Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10})
 	if err != nil {
 		return err
 	}
@@ -648,7 +648,7 @@ func TestWildcard(t *testing.T) {
 				}
 			}
 			start := time.Now()
-			tr, err := attach.Open(attach.Options{NoSpecialize: noSpecialize(), Mode: mode, Funcs: funcs, Kernel: e.kin, BTF: e.k.Types})
+			tr, err := attach.Open(context.Background(), attach.Options{NoSpecialize: noSpecialize(), Mode: mode, Funcs: funcs, Kernel: e.kin, BTF: e.k.Types})
 			require.NoError(t, err)
 			t.Logf("attached %d, failed %d in %s", len(tr.Attached), len(tr.Failed), time.Since(start))
 			for _, f := range tr.Failed {
@@ -1681,7 +1681,7 @@ func TestTreeForgetsExited(t *testing.T) {
 	require.NotEmpty(t, mode)
 	res, err := e.k.Resolve([]string{"do_sys_openat2"}, nil, mode, 0)
 	require.NoError(t, err)
-	tr, err := attach.Open(attach.Options{NoSpecialize: noSpecialize(), Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10, Filters: attach.Filters{Tree: true}})
+	tr, err := attach.Open(context.Background(), attach.Options{NoSpecialize: noSpecialize(), Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10, Filters: attach.Filters{Tree: true}})
 	require.NoError(t, err)
 	defer tr.Close()
 	require.NoError(t, tr.AddTGID(uint32(os.Getpid())))
@@ -2084,7 +2084,7 @@ func TestStatEntryOnly(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, res.Funcs, 1)
 			require.Equal(t, symbols.EntryOnlyNoreturn, res.Funcs[0].EntryOnly)
-			tr, err := attach.Open(attach.Options{NoSpecialize: noSpecialize(), Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10, Aggregate: true, NoEvents: true})
+			tr, err := attach.Open(context.Background(), attach.Options{NoSpecialize: noSpecialize(), Mode: mode, Funcs: res.Funcs, Kernel: e.kin, BTF: e.k.Types, RingbufSize: 64 << 10, Aggregate: true, NoEvents: true})
 			require.NoError(t, err)
 			defer tr.Close()
 			var ee *exec.ExitError
