@@ -47,6 +47,9 @@ const (
 	// mode's per-function fallback. The tracer's Mode is the two modes
 	// taken, joined by '+'.
 	ModeMixed = "mixed"
+	// ModeAuto is no attach mode: trace and stat pick one (trace's
+	// autoOrder); compare refuses it by this name.
+	ModeAuto = "auto"
 )
 
 // Event mode values, as the BPF side writes them (enum ftp_mode).

@@ -24,7 +24,6 @@ import (
 	"github.com/ftprobe/ftprobe/internal/kfeat"
 	"github.com/ftprobe/ftprobe/internal/plural"
 	"github.com/ftprobe/ftprobe/internal/symbols"
-	"github.com/ftprobe/ftprobe/internal/trace"
 )
 
 // Config of a compare run.
@@ -434,7 +433,7 @@ func ValidModes(ms []string) error {
 		if slices.Contains(valid, name) {
 			continue
 		}
-		if name == trace.ModeAuto {
+		if name == attach.ModeAuto {
 			return fmt.Errorf("--mode auto: auto is a trace and stat mode (the kernel's best attach path); compare measures each attach path or pair by name (modes: %s)", list)
 		}
 		if m, ok := attach.TraceModeByName(name); ok {

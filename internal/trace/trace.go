@@ -237,7 +237,7 @@ func (s *Summary) JSON() []byte {
 const autoFentryLimit = 64
 
 // ModeAuto lets trace pick the mode (autoOrder).
-const ModeAuto = "auto"
+const ModeAuto = attach.ModeAuto
 
 // Modes are the attach modes --mode accepts besides auto: the registry's
 // (attach.TraceModes), in its order.
