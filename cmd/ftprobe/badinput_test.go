@@ -301,3 +301,20 @@ func TestByteSize(t *testing.T) {
 		assert.Error(t, s.Set(in), in)
 	}
 }
+
+// TestGeneralObject: FTPROBE_OBJECT=general makes compare load the general
+// trace object, unset or variant the selected variant, any other value is
+// bad input (exit 2).
+func TestGeneralObject(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "variant": false, "general": true} {
+		t.Setenv(objectEnv, v)
+		general, err := generalObject()
+		require.NoError(t, err, v)
+		assert.Equal(t, want, general, v)
+	}
+	t.Setenv(objectEnv, "lean")
+	_, err := generalObject()
+	require.EqualError(t, err, `FTPROBE_OBJECT="lean": want variant or general`)
+	code, _ := exitcode.Of(err)
+	assert.Equal(t, exitcode.BadInput, code)
+}

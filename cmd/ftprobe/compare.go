@@ -129,6 +129,9 @@ func runCompare(cmd *cobra.Command, o *compareOptions) error {
 	if cfg.NoSpecialize, err = noSpecialize(); err != nil {
 		return err
 	}
+	if cfg.GeneralObject, err = generalObject(); err != nil {
+		return err
+	}
 	rep, err := bench.Run(ctx, kin, k, cfg)
 	if !o.quiet && tty {
 		fmt.Fprintln(cmd.ErrOrStderr())

@@ -82,6 +82,25 @@ func checkOutPath(flag, path string) error {
 	return nil
 }
 
+// objectEnv is the environment variable that makes compare's trace bodies
+// load the general trace object whatever their settings (attach's
+// variants measured against it).
+const objectEnv = "FTPROBE_OBJECT"
+
+// generalObject reads FTPROBE_OBJECT: "general" loads the general trace
+// object, "" or "variant" the variant the settings select; anything else
+// is bad input.
+func generalObject() (bool, error) {
+	switch v := os.Getenv(objectEnv); v {
+	case "", "variant":
+		return false, nil
+	case "general":
+		return true, nil
+	default:
+		return false, exitcode.Wrap(exitcode.BadInput, fmt.Errorf("%s=%q: want variant or general", objectEnv, v))
+	}
+}
+
 // specializeEnv is the environment variable that turns the load-time
 // specializer off for a run (package specialize).
 const specializeEnv = "FTPROBE_SPECIALIZE"

@@ -144,6 +144,9 @@ func plan(opts *Options, hashFrames bool) (*object, error) {
 		return nil, err
 	}
 	v := variantOf(settings)
+	if opts.GeneralObject {
+		v = variants[len(variants)-1]
+	}
 	spec, err := v.load()
 	if err != nil {
 		return nil, fmt.Errorf("load BPF object: %w", err)

@@ -147,6 +147,10 @@ type Options struct {
 	// verifies each) and attaches none: Tracer.Verified counts them, and
 	// the Tracer only needs Close (trace --dry-run).
 	DryRun bool
+	// GeneralObject loads the general trace object whatever the
+	// settings, instead of the variant they select (variantOf): the
+	// variants' saving, measured by compare (FTPROBE_OBJECT=general).
+	GeneralObject bool
 	// NoSpecialize loads the programs as compiled, without the
 	// specializer's rewriting (package specialize: no .rodata inlining,
 	// no Simplify, no argument count patched in); the --filter

@@ -58,7 +58,11 @@ type Config struct {
 	// NoSpecialize loads the trace bodies' programs as compiled
 	// (attach.Options.NoSpecialize; FTPROBE_SPECIALIZE=off).
 	NoSpecialize bool
-	Progress     func(msg string)
+	// GeneralObject loads the trace bodies from the general trace object
+	// whatever their settings (attach.Options.GeneralObject;
+	// FTPROBE_OBJECT=general).
+	GeneralObject bool
+	Progress      func(msg string)
 }
 
 // ValidateTarget checks cfg.Target before anything is attached: it must
@@ -86,18 +90,19 @@ func ValidateTarget(k *symbols.Kernel, target string) error {
 
 // Header describes the machine and kernel.
 type Header struct {
-	Tool       string            `json:"tool"`                      // "ftprobe compare"
-	Version    string            `json:"ftprobe_version,omitempty"` // ftprobe version and revision that measured
-	Time       time.Time         `json:"time"`                      // start of the run, UTC (RFC 3339)
-	Release    string            `json:"kernel_release"`            // uname -r
-	Arch       string            `json:"arch"`                      // kernel architecture: arm64, x86_64
-	CPU        string            `json:"cpu_model"`                 // from /proc/cpuinfo
-	CPUs       int               `json:"cpus"`                      // online CPUs
-	Emulated   string            `json:"emulated,omitempty"`        // "QEMU TCG" when emulated, else absent
-	Config     map[string]string `json:"kernel_config"`             // CONFIG_* keys that matter to the attach paths: y, m, or "" when unset
-	Warning    string            `json:"warning,omitempty"`         // set when absolute numbers do not transfer (emulation)
-	Runs       int               `json:"runs"`                      // measured runs per row, after one warm-up
-	AsCompiled bool              `json:"as_compiled,omitempty"`     // the trace bodies' programs were loaded as compiled, without the load-time specializer (FTPROBE_SPECIALIZE=off)
+	Tool          string            `json:"tool"`                      // "ftprobe compare"
+	Version       string            `json:"ftprobe_version,omitempty"` // ftprobe version and revision that measured
+	Time          time.Time         `json:"time"`                      // start of the run, UTC (RFC 3339)
+	Release       string            `json:"kernel_release"`            // uname -r
+	Arch          string            `json:"arch"`                      // kernel architecture: arm64, x86_64
+	CPU           string            `json:"cpu_model"`                 // from /proc/cpuinfo
+	CPUs          int               `json:"cpus"`                      // online CPUs
+	Emulated      string            `json:"emulated,omitempty"`        // "QEMU TCG" when emulated, else absent
+	Config        map[string]string `json:"kernel_config"`             // CONFIG_* keys that matter to the attach paths: y, m, or "" when unset
+	Warning       string            `json:"warning,omitempty"`         // set when absolute numbers do not transfer (emulation)
+	Runs          int               `json:"runs"`                      // measured runs per row, after one warm-up
+	AsCompiled    bool              `json:"as_compiled,omitempty"`     // the trace bodies' programs were loaded as compiled, without the load-time specializer (FTPROBE_SPECIALIZE=off)
+	GeneralObject bool              `json:"general_object,omitempty"`  // the trace bodies' programs came from the general trace object whatever their settings (FTPROBE_OBJECT=general)
 }
 
 // HitRow is one mode's hit cost.
@@ -212,7 +217,7 @@ func (c *Config) has(s string) bool {
 // before it returns.
 func Run(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config) (*Report, error) {
 	r := &Report{Schema: SchemaID, Header: Header{Tool: "ftprobe compare", Version: cfg.Version, Time: time.Now().UTC(), Release: kin.Release, Arch: kin.Arch,
-		CPU: kfeat.CPUModel(), CPUs: runtime.NumCPU(), Emulated: kin.Emulated, Config: map[string]string{}, Runs: cfg.Runs, AsCompiled: cfg.NoSpecialize}}
+		CPU: kfeat.CPUModel(), CPUs: runtime.NumCPU(), Emulated: kin.Emulated, Config: map[string]string{}, Runs: cfg.Runs, AsCompiled: cfg.NoSpecialize, GeneralObject: cfg.GeneralObject}}
 	for _, key := range []string{"CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS", "CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS", "CONFIG_FPROBE",
 		"CONFIG_FUNCTION_GRAPH_TRACER", "CONFIG_MITIGATION_RETPOLINE", "CONFIG_MITIGATION_RETHUNK", "CONFIG_CFI_CLANG"} {
 		r.Header.Config[key] = kin.ConfigValue(key)
@@ -476,7 +481,7 @@ func hitModesFor(cfg Config, trigger, body string) []string {
 // body's entry function).
 const noFuncID = ^uint32(0)
 
-func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body, mode string, ringbuf uint32, during, noSpecialize bool) (measured, error) {
+func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body, mode string, ringbuf uint32, during, noSpecialize, general bool) (measured, error) {
 	if body == BodyEmpty || body == BodyTimed {
 		spec, err := benchSpec(th.tid, 1)
 		if err != nil {
@@ -490,7 +495,7 @@ func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body
 		return counterM{c}, nil
 	}
 	// A trace-body row is the trace mode of its name (TraceModes).
-	o := attach.Options{Mode: mode, Filters: attach.Filters{TID: th.tid}, RingbufSize: ringbuf, Kernel: kin, NoSpecialize: noSpecialize}
+	o := attach.Options{Mode: mode, Filters: attach.Filters{TID: th.tid}, RingbufSize: ringbuf, Kernel: kin, NoSpecialize: noSpecialize, GeneralObject: general}
 	switch body {
 	case BodyFiltered:
 		o.Filters = attach.Filters{TGID: 1} // init: never the caller, so every call is rejected in the filter
@@ -643,7 +648,7 @@ func (h *hitRun) measure(b *hitBody, m string, run int) error {
 	if !h.cfg.ReaderDuring {
 		rbSize = HitRingbufSize(h.calls, h.cfg.RingbufSize)
 	}
-	mm, err := openMode(h.kin, h.k, h.th, h.trig, b.body, m, rbSize, h.cfg.ReaderDuring, h.cfg.NoSpecialize)
+	mm, err := openMode(h.kin, h.k, h.th, h.trig, b.body, m, rbSize, h.cfg.ReaderDuring, h.cfg.NoSpecialize, h.cfg.GeneralObject)
 	if err != nil {
 		row.Supported, row.Reason = false, reasonOf(err)
 		return nil
@@ -1117,7 +1122,7 @@ func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thre
 		}
 		cfg.progress("streaming: %s, ringbuf %d bytes, %d calls", mode, cfg.RingbufSize, calls)
 		row := StreamRow{Mode: mode, RingbufBytes: cfg.RingbufSize, Supported: true, Calls: calls}
-		m, err := openTrace(attach.Options{Mode: mode, Filters: attach.Filters{TID: th.tid}, RingbufSize: cfg.RingbufSize, Kernel: kin, NoSpecialize: cfg.NoSpecialize}, trig.Target(), k, true)
+		m, err := openTrace(attach.Options{Mode: mode, Filters: attach.Filters{TID: th.tid}, RingbufSize: cfg.RingbufSize, Kernel: kin, NoSpecialize: cfg.NoSpecialize, GeneralObject: cfg.GeneralObject}, trig.Target(), k, true)
 		if err != nil {
 			row.Supported, row.Reason = false, reasonOf(err)
 			r.Stream = append(r.Stream, row)

@@ -43,6 +43,9 @@ func (r *Report) writeTextHeader(w io.Writer) {
 	if h.Version != "" {
 		fmt.Fprintf(w, "ftprobe %s\n", h.Version)
 	}
+	if h.GeneralObject {
+		fmt.Fprintln(w, "trace bodies from the general trace object (FTPROBE_OBJECT=general)")
+	}
 	if h.AsCompiled {
 		fmt.Fprintln(w, "trace bodies loaded as compiled (FTPROBE_SPECIALIZE=off)")
 	}
