@@ -24,6 +24,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/osthread"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -259,34 +260,9 @@ type Trigger interface {
 	Close()
 }
 
-// thread is one locked OS thread that runs every trigger, so the counting
-// programs can filter on its tid and count exactly the triggered calls.
-type thread struct {
-	tid uint32
-	req chan func()
-}
-
-func newThread() *thread {
-	t := &thread{req: make(chan func())}
-	ready := make(chan uint32)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		ready <- uint32(unix.Gettid())
-		for f := range t.req {
-			f()
-		}
-	}()
-	t.tid = <-ready
-	return t
-}
-
-func (t *thread) do(f func()) {
-	done := make(chan struct{})
-	t.req <- func() { f(); close(done) }
-	<-done
-}
-
-func (t *thread) close() { close(t.req) }
+// thread is the locked OS thread that runs the driver (or every
+// trigger), so the counting programs filter on its tid.
+type thread = osthread.Thread
 
 type kernelTrigger struct {
 	prog  *ebpf.Program
@@ -322,7 +298,7 @@ func (k *kernelTrigger) Run(calls int) (time.Duration, error) {
 	runs := (calls + k.batch - 1) / k.batch
 	var d time.Duration
 	var err error
-	k.th.do(func() {
+	k.th.Do(func() {
 		start := time.Now()
 		for i := 0; i < runs && err == nil; i++ {
 			_, err = k.prog.Run(&ebpf.RunOptions{})
@@ -363,7 +339,7 @@ func (s *syscallTrigger) Target() string { return s.target }
 func (s *syscallTrigger) Close()         {}
 func (s *syscallTrigger) Run(calls int) (time.Duration, error) {
 	var d time.Duration
-	s.th.do(func() {
+	s.th.Do(func() {
 		start := time.Now()
 		for i := 0; i < calls; i++ {
 			unix.Getppid()

@@ -22,6 +22,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/events"
 	"github.com/ftprobe/ftprobe/internal/expr"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/osthread"
 	"github.com/ftprobe/ftprobe/internal/plural"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
@@ -234,8 +235,8 @@ func Run(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, cfg Config) (*
 	if err := ValidateTarget(k, cfg.Target); err != nil {
 		return nil, err
 	}
-	th := newThread()
-	defer th.close()
+	th := osthread.New()
+	defer th.Close()
 	steps := []func() error{}
 	if cfg.has("hit") {
 		steps = append(steps, func() error { return runHit(ctx, kin, k, th, cfg, r) })
@@ -483,7 +484,7 @@ const noFuncID = ^uint32(0)
 
 func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body, mode string, ringbuf uint32, during, noSpecialize, general bool) (measured, error) {
 	if body == BodyEmpty || body == BodyTimed {
-		spec, err := benchSpec(th.tid, 1)
+		spec, err := benchSpec(th.TID, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -495,7 +496,7 @@ func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body
 		return counterM{c}, nil
 	}
 	// A trace-body row is the trace mode of its name (TraceModes).
-	o := attach.Options{Mode: mode, Filters: attach.Filters{TID: th.tid}, RingbufSize: ringbuf, Kernel: kin, NoSpecialize: noSpecialize, GeneralObject: general}
+	o := attach.Options{Mode: mode, Filters: attach.Filters{TID: th.TID}, RingbufSize: ringbuf, Kernel: kin, NoSpecialize: noSpecialize, GeneralObject: general}
 	switch body {
 	case BodyFiltered:
 		o.Filters = attach.Filters{TGID: 1} // init: never the caller, so every call is rejected in the filter
@@ -936,7 +937,7 @@ func runCrowd(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *threa
 	if err != nil {
 		return err
 	}
-	spec, err := benchSpec(th.tid, 1)
+	spec, err := benchSpec(th.TID, 1)
 	if err != nil {
 		return err
 	}
@@ -1122,7 +1123,7 @@ func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thre
 		}
 		cfg.progress("streaming: %s, ringbuf %d bytes, %d calls", mode, cfg.RingbufSize, calls)
 		row := StreamRow{Mode: mode, RingbufBytes: cfg.RingbufSize, Supported: true, Calls: calls}
-		m, err := openTrace(attach.Options{Mode: mode, Filters: attach.Filters{TID: th.tid}, RingbufSize: cfg.RingbufSize, Kernel: kin, NoSpecialize: cfg.NoSpecialize, GeneralObject: cfg.GeneralObject}, trig.Target(), k, true)
+		m, err := openTrace(attach.Options{Mode: mode, Filters: attach.Filters{TID: th.TID}, RingbufSize: cfg.RingbufSize, Kernel: kin, NoSpecialize: cfg.NoSpecialize, GeneralObject: cfg.GeneralObject}, trig.Target(), k, true)
 		if err != nil {
 			row.Supported, row.Reason = false, reasonOf(err)
 			r.Stream = append(r.Stream, row)

@@ -22,15 +22,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/osthread"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -88,8 +87,8 @@ func Learn(ctx context.Context, o Options) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	th := newThread()
-	defer th.close()
+	th := osthread.New()
+	defer th.Close()
 	// The counters: the candidates by index, then Trigger unless it is
 	// one (the check that the counting program sees the driver's calls
 	// at all; one address goes once in a link).
@@ -109,7 +108,7 @@ func Learn(ctx context.Context, o Options) (*Result, error) {
 		trig = len(fs)
 		fs = append(fs, &c)
 	}
-	ctr, err := newCounters(len(fs), th.tid)
+	ctr, err := newCounters(len(fs), th.TID)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +232,7 @@ func (c *counters) during(th *thread, drv *ebpf.Program) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	th.do(func() { _, err = drv.Run(&ebpf.RunOptions{}) })
+	th.Do(func() { _, err = drv.Run(&ebpf.RunOptions{}) })
 	if err != nil {
 		return nil, fmt.Errorf("kernel trigger: BPF_PROG_TEST_RUN: %w", err)
 	}
@@ -247,31 +246,6 @@ func (c *counters) during(th *thread, drv *ebpf.Program) ([]uint64, error) {
 	return after, nil
 }
 
-// thread is one locked OS thread that runs the driver, so the counting
-// program counts its calls alone.
-type thread struct {
-	tid uint32
-	req chan func()
-}
-
-func newThread() *thread {
-	t := &thread{req: make(chan func())}
-	ready := make(chan uint32)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		ready <- uint32(unix.Gettid())
-		for f := range t.req {
-			f()
-		}
-	}()
-	t.tid = <-ready
-	return t
-}
-
-func (t *thread) do(f func()) {
-	done := make(chan struct{})
-	t.req <- func() { f(); close(done) }
-	<-done
-}
-
-func (t *thread) close() { close(t.req) }
+// thread is the locked OS thread that runs the driver (or every
+// trigger), so the counting programs filter on its tid.
+type thread = osthread.Thread
