@@ -3,6 +3,7 @@ package specialize
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand"
 	"slices"
 	"sync"
 	"testing"
@@ -115,6 +116,94 @@ func TestDiffHelpersCovered(t *testing.T) {
 		}
 		if n == 0 {
 			t.Errorf("%s: no helper call found", name)
+		}
+	}
+}
+
+// forFuncProg is fetch_pred's shape (bpf/trace.bpf.c) for 6 arguments
+// into u64 a[6] at r10-48, r0 their xor: with fn_slots() a count (at
+// most 6), a[i] = ctx[i] for i below it, else 0; else with fn_scalars()
+// a mask, a[i] = ctx[i] for its bits; else bpf_get_func_arg(ctx, i, &a[i])
+// for i below bpf_get_func_arg_cnt(ctx), else 0.
+func forFuncProg() asm.Instructions {
+	var insns asm.Instructions
+	labels, fix := map[string]int{}, map[int]string{}
+	emit := func(ins ...asm.Instruction) { insns = append(insns, ins...) }
+	jump := func(ins asm.Instruction, to string) { fix[len(insns)] = to; emit(ins) }
+	label := func(l string) { labels[l] = len(insns) }
+	emit(asm.Mov.Imm(asm.R0, 0).WithSymbol("prog"), asm.Mov.Reg(asm.R6, asm.R1),
+		asm.LoadImm(asm.R7, int64(FnSlotsAny), asm.DWord), asm.LoadImm(asm.R8, int64(FnScalarsAny), asm.DWord))
+	for i := range 6 {
+		l := func(s string) string { return fmt.Sprint(s, i) }
+		slot := int16(-48 + 8*i)
+		read := []asm.Instruction{asm.LoadMem(asm.R1, asm.R6, int16(8*i), asm.DWord), asm.StoreMem(asm.R10, slot, asm.R1, asm.DWord)}
+		jump(asm.JGT.Imm(asm.R7, 6, ""), l("any"))
+		jump(asm.JLE.Imm(asm.R7, int32(i), ""), l("zero"))
+		emit(read...)
+		jump(asm.Ja.Label(""), l("next"))
+		label(l("any"))
+		jump(asm.JEq.Imm(asm.R8, 0, ""), l("fetch"))
+		jump(asm.JGE.Imm(asm.R8, 64, ""), l("fetch"))
+		emit(asm.Mov.Reg(asm.R1, asm.R8), asm.And.Imm(asm.R1, 1<<i))
+		jump(asm.JEq.Imm(asm.R1, 0, ""), l("fetch"))
+		emit(read...)
+		jump(asm.Ja.Label(""), l("next"))
+		label(l("fetch"))
+		emit(asm.Mov.Reg(asm.R1, asm.R6), asm.FnGetFuncArgCnt.Call())
+		jump(asm.JLE.Imm(asm.R0, int32(i), ""), l("zero"))
+		emit(asm.Mov.Reg(asm.R1, asm.R6), asm.Mov.Imm(asm.R2, int32(i)), asm.Mov.Reg(asm.R3, asm.R10), asm.Add.Imm(asm.R3, int32(slot)),
+			asm.FnGetFuncArg.Call())
+		jump(asm.Ja.Label(""), l("next"))
+		label(l("zero"))
+		emit(stImm(asm.R10, slot, 0, asm.DWord))
+		label(l("next"))
+	}
+	emit(asm.Mov.Imm(asm.R0, 0))
+	for i := range int16(6) {
+		emit(asm.LoadMem(asm.R1, asm.R10, -48+8*i, asm.DWord), asm.LSh.Imm(asm.R0, 1), asm.Xor.Reg(asm.R0, asm.R1))
+	}
+	emit(asm.Return())
+	slots := make([]int, len(insns)+1)
+	for i, ins := range insns {
+		slots[i+1] = slots[i] + int(ins.Size()/asm.InstructionSize)
+	}
+	for at, to := range fix {
+		insns[at] = insns[at].WithReference("")
+		insns[at].Offset = int16(slots[labels[to]] - slots[at] - 1)
+	}
+	return insns
+}
+
+// TestForFuncDiff: the program with fn_slots() and fn_scalars() as
+// compiled (arguments through bpf_get_func_arg) and as ForFunc patches
+// it for a function of nargs arguments (straight from ctx, as many as
+// it has) compute the same arguments, on random ctx.
+func TestForFuncDiff(t *testing.T) {
+	orig := forFuncProg()
+	r := rand.New(rand.NewSource(1))
+	for c := range 2000 {
+		env := newDiffEnv(r, c, make([]byte, 64))
+		slots, scalars := uint64(FnSlotsAny), uint64(FnScalarsAny)
+		if r.Intn(4) > 0 {
+			slots = env.nargs
+		}
+		if r.Intn(4) > 0 {
+			scalars = r.Uint64() & (1<<env.nargs - 1)
+		}
+		ps, patched := ForFunc(&ebpf.ProgramSpec{Instructions: orig}, slots, scalars)
+		if !patched {
+			t.Fatal("ForFunc patched nothing")
+		}
+		a, err := diffRun(orig, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := diffRun(ps.Instructions, env)
+		if err == nil && (a.reg[0] != b.reg[0] || !slices.Equal(a.mem[len(diffRegions)], b.mem[len(diffRegions)])) {
+			err = fmt.Errorf("r0 %#x, then %#x; stack %x, then %x", a.reg[0], b.reg[0], a.mem[len(diffRegions)][464:], b.mem[len(diffRegions)][464:])
+		}
+		if err != nil {
+			t.Fatalf("case %d, %d arguments, fn_slots %#x, fn_scalars %#x: %v\n%v", c, env.nargs, slots, scalars, err, ps.Instructions)
 		}
 	}
 }
