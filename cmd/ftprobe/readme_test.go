@@ -63,7 +63,7 @@ func TestReadmeFlagsExist(t *testing.T) {
 			code.WriteString(part)
 		}
 	}
-	lines := regexp.MustCompile("(?m)^\\s*(?:\\$ )?(?:bin/)?ftprobe ([a-z][a-z-]+)").FindAllStringSubmatch(code.String(), -1)
+	lines := regexp.MustCompile(`(?m)^\s*(?:\$ )?(?:bin/)?ftprobe ([a-z][a-z-]+)`).FindAllStringSubmatch(code.String(), -1)
 	quoted := regexp.MustCompile("\x60(?:bin/)?ftprobe ([a-z][a-z-]+)").FindAllStringSubmatch(readme, -1)
 	for _, m := range append(lines, quoted...) {
 		if w := m[1]; !commands[w] {

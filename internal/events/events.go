@@ -517,7 +517,6 @@ type Text struct {
 	Table Table
 	Base  uint64     // relative times count from it (ns); 0: set to the first event's
 	Syms  Symbolizer // names stack frames (nil: hex addresses)
-	buf   []byte
 }
 
 // Append appends one formatted line (with newline) to b.

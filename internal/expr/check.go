@@ -226,22 +226,6 @@ func typeString(t btf.Type) string {
 	return fmt.Sprintf("%T", t)
 }
 
-// stripQual removes const/volatile/restrict (not typedefs).
-func stripQual(t btf.Type) btf.Type {
-	for {
-		switch v := t.(type) {
-		case *btf.Const:
-			t = v.Type
-		case *btf.Volatile:
-			t = v.Type
-		case *btf.Restrict:
-			t = v.Type
-		default:
-			return t
-		}
-	}
-}
-
 func isChar(t btf.Type) bool {
 	i, ok := under(t).(*btf.Int)
 	return ok && i.Size == 1 && i.Encoding&btf.Bool == 0

@@ -22,7 +22,6 @@ import (
 // copied including the NUL).
 type vm struct {
 	regions []region
-	steps   int
 	inline  bool // runInline: running past the end returns r0
 }
 
@@ -387,7 +386,6 @@ func TestPredicateScalars(t *testing.T) {
 	x = p.Encode()
 	assert.Equal(t, uint8(0), x.EntryRegs, "a read of memory: the fexit cannot decide again")
 	assert.Equal(t, uint8(1), x.PredNargs)
-	p, _ = compileOne(t, "count > 4096 && ret == -EAGAIN")
 	for _, c := range []struct {
 		count, ret  uint64
 		entry, exit bool

@@ -145,13 +145,6 @@ func paren(s string) string {
 	return " (" + s + ")"
 }
 
-func orUnknown(s string) string {
-	if s == "" {
-		return "no errno from the kernel"
-	}
-	return s
-}
-
 // ErrnoName is the errno's symbolic name ("EINVAL", "ENOTSUPP" for the
 // kernel-internal 524), or "errno N".
 func ErrnoName(e unix.Errno) string { return errnoName(e) }

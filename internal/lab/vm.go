@@ -234,7 +234,7 @@ func (c *Config) boot(ctx context.Context, qemu, initrd, accel string, res *Resu
 		wg.Wait()
 		done <- cmd.Wait()
 	}()
-	werr, timedOut, interrupted := con.wait(ctx, done, accel == "kvm")
+	timedOut, interrupted, werr := con.wait(ctx, done, accel == "kvm")
 	con.mu.Lock()
 	defer con.mu.Unlock()
 	tail := strings.Join(con.tail, "\n")
@@ -353,7 +353,7 @@ func (con *qemuConsole) line(l string) {
 // wait waits for QEMU's exit (done), killing it when ctx ends (timedOut
 // on its deadline, interrupted otherwise) or, under KVM, when the guest
 // prints nothing in 30 s (a broken KVM).
-func (con *qemuConsole) wait(ctx context.Context, done <-chan error, kvm bool) (werr error, timedOut, interrupted bool) {
+func (con *qemuConsole) wait(ctx context.Context, done <-chan error, kvm bool) (timedOut, interrupted bool, werr error) {
 	var noOutput <-chan time.Time
 	if kvm {
 		t := time.NewTimer(30 * time.Second)
@@ -364,7 +364,7 @@ func (con *qemuConsole) wait(ctx context.Context, done <-chan error, kvm bool) (
 	for {
 		select {
 		case werr = <-done:
-			return werr, timedOut, interrupted
+			return timedOut, interrupted, werr
 		case <-con.sawOutput:
 			noOutput = nil
 		case <-noOutput:

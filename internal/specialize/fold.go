@@ -58,10 +58,7 @@ func SimplifyPrograms(spec *ebpf.CollectionSpec, multi func(name string) bool) i
 // register writes turned into `ja +0`, and how many instructions it
 // changed.
 func Simplify(in asm.Instructions) (asm.Instructions, int) {
-	insns := make(asm.Instructions, 0, len(in))
-	for _, ins := range in {
-		insns = append(insns, ins)
-	}
+	insns := append(make(asm.Instructions, 0, len(in)), in...)
 	total := 0
 	for round := 0; round < 8; round++ {
 		n := foldJumps(insns)

@@ -130,13 +130,10 @@ func ParseFilterFunctions(r io.Reader) (map[FilterKey]int, error) {
 // BaseName strips compiler-generated suffixes (.isra.0, .constprop.0,
 // .part.0, .cold, .llvm.NNN) from a symbol name.
 func BaseName(name string) string {
-	for {
-		i := strings.IndexByte(name, '.')
-		if i <= 0 {
-			return name
-		}
+	if i := strings.IndexByte(name, '.'); i > 0 {
 		return name[:i]
 	}
+	return name
 }
 
 // IsSuffixedCopy reports whether name carries a compiler suffix.

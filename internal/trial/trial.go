@@ -69,18 +69,16 @@ type Limits struct {
 	fallback symbols.RuleLimits
 	real     bool // attach loads programs into the running kernel
 
-	mu       sync.Mutex
-	started  bool
-	noTrial  string // why no trial can be made ("" = trials work)
-	args     bound
-	structs  bound
-	rets     bound
-	argCand  map[int][]string    // argument slots (no struct) -> functions
-	strCand  map[uint32][]string // largest struct size (slots <= FloorArgs) -> functions
-	retCand  map[int][]string    // struct return size (no struct argument, slots <= FloorArgs) -> functions
-	trials   []Record
-	candErr  string
-	candDone bool
+	mu      sync.Mutex
+	started bool
+	noTrial string // why no trial can be made ("" = trials work)
+	args    bound
+	structs bound
+	rets    bound
+	argCand map[int][]string    // argument slots (no struct) -> functions
+	strCand map[uint32][]string // largest struct size (slots <= FloorArgs) -> functions
+	retCand map[int][]string    // struct return size (no struct argument, slots <= FloorArgs) -> functions
+	trials  []Record
 }
 
 // bound is what trials proved for one monotonic rule: every shape up to
