@@ -1744,7 +1744,7 @@ func TestDemo(t *testing.T) {
 	// program, a missed fprobe run) count every task's runs of the
 	// program; the summary may report them, no other loss. They excuse
 	// none of the workload's calls, all asserted below.
-	summary := regexp.MustCompile(`(?m)^ftprobe: \d+ events .* in (\S+) mode .*; (none lost|LOST: \d+ (?:recursion misses|fprobe missed runs)(?:, \d+ (?:recursion misses|fprobe missed runs))*(?:$|;| \())`)
+	summary := regexp.MustCompile(`(?m)^ftprobe: \d+ events .* in (\S+) mode .*; (none lost|LOST: \d+ (?:recursion miss(?:es)?|fprobe missed runs?)(?:, \d+ (?:recursion miss(?:es)?|fprobe missed runs?))*(?:$|;| \())`)
 	account := regexp.MustCompile(`(?m)^workload read: pid (\d+) tid (\d+): 3 ops on /etc/hostname \(last fd (\d+), 3 bytes, 0 errors\)`)
 	for _, m := range []string{attach.ModeFentryFexit, attach.ModeKprobeMulti} {
 		if !e.works[m] {

@@ -68,7 +68,7 @@ func TestReaderKeepsUp(t *testing.T) {
 			assert.Zero(t, out.other, "lines of another thread or call")
 			assert.Equal(t, readerReads, out.entries, "entries of vfs_read(count=1) of thread %d", w.tid)
 			assert.Equal(t, readerReads, out.exits, "exits of vfs_read returning 1")
-			want := fmt.Sprintf("ftprobe: %d events (%d entries, %d exits) from 1 functions in %s mode", 2*readerReads, readerReads, readerReads, c.mode)
+			want := fmt.Sprintf("ftprobe: %d events (%d entries, %d exits) from 1 function in %s mode", 2*readerReads, readerReads, readerReads, c.mode)
 			assert.Contains(t, log, want)
 			assert.Regexp(t, `; none lost\n$`, log)
 			assert.NotContains(t, log, "ringbuf drops")

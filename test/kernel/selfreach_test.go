@@ -130,7 +130,7 @@ func TestTraceSelfLeftOut(t *testing.T) {
 	in.Stderr = &inErr
 	require.NoError(t, in.Run(), inErr.String())
 	t.Logf("--trace-self:\n%s", inErr.String())
-	assert.Contains(t, inErr.String(), "ftprobe: tracing 1 functions in ")
+	assert.Contains(t, inErr.String(), "ftprobe: tracing 1 function in ")
 	assert.NotContains(t, inErr.String(), "left out")
 	assertNothingAttached(t)
 }
