@@ -11,7 +11,7 @@ import (
 // TestDefaultRingbufSize: a share per CPU between the floor and the cap,
 // a power of two the kernel takes.
 func TestDefaultRingbufSize(t *testing.T) {
-	for ncpu, want := range map[int]uint32{0: 16 << 20, 1: 16 << 20, 2: 16 << 20, 3: 32 << 20, 4: 32 << 20, 5: 64 << 20, 16: 128 << 20, 32: 256 << 20, 1024: 256 << 20} {
+	for ncpu, want := range map[int]uint32{0: 32 << 20, 1: 32 << 20, 2: 32 << 20, 3: 32 << 20, 4: 32 << 20, 5: 64 << 20, 16: 128 << 20, 32: 256 << 20, 1024: 256 << 20} {
 		got := DefaultRingbufSize(ncpu)
 		assert.Equal(t, want, got, "%d CPUs", ncpu)
 		assert.NoError(t, attach.ValidateRingbufSize(uint64(got)))
