@@ -70,8 +70,12 @@ func TestReaderKeepsUp(t *testing.T) {
 			assert.Equal(t, readerReads, out.exits, "exits of vfs_read returning 1")
 			want := fmt.Sprintf("ftprobe: %d events (%d entries, %d exits) from 1 function in %s mode", 2*readerReads, readerReads, readerReads, c.mode)
 			assert.Contains(t, log, want)
-			assert.Regexp(t, `; none lost\n$`, log)
-			assert.NotContains(t, log, "ringbuf drops")
+			// Every call of the workload is counted above; the programs
+			// also run for other tasks' vfs_read, and the kernel may skip
+			// one preempted on its CPU: the only loss let through (the
+			// reader's is ringbuf drops, none).
+			assert.Regexp(t, `; (none lost|LOST: \d+ recursion miss(es)?)\n$`, log)
+			assert.NotContains(t, log, "ringbuf drop")
 			if c.output == "json" {
 				require.NotNil(t, out.summary, "the summary line")
 				assert.EqualValues(t, 2*readerReads, out.summary.Events)
