@@ -140,20 +140,10 @@ func TestEntryOpenFail(t *testing.T) {
 			require.NotNil(t, m, "workload line: %s", stdout.String())
 			pid, _ := strconv.Atoi(m[1])
 			tid, _ := strconv.Atoi(m[2])
-			b, err := os.ReadFile(out)
-			require.NoError(t, err)
-			var trees []treeRecord
-			var sum map[string]any
-			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-				if strings.Contains(l, `"type":"summary"`) {
-					sum = decodeLine(t, l)
-					continue
-				}
-				var r treeRecord
-				require.NoError(t, json.Unmarshal([]byte(l), &r), l)
-				trees = append(trees, r)
+			trees, sum := readTrees(t, out)
+			if len(trees) > 0 {
+				t.Logf("first tree: %+v", trees[0])
 			}
-			t.Logf("first tree: %s", firstLine(b))
 			// The workload's failed opens, by the file name read at entry;
 			// any other failed open of the process (its runtime's) is
 			// logged.
@@ -514,19 +504,7 @@ func TestEntryFilterWindow(t *testing.T) {
 				args := append([]string{"trace", "--mode", mode, "--output", "json", "-o", out, "--arg", "do_sys_openat2:filename", "--exclude", "*elem_raw",
 					"--entry", "do_sys_openat2", "--filter", `do_sys_openat2:filename == "` + want + `"`}, pats...)
 				_, pid, tid := runEntryCLI(t, bin, args, path)
-				b, err := os.ReadFile(out)
-				require.NoError(t, err)
-				var trees []treeRecord
-				var sum map[string]any
-				for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-					if strings.Contains(l, `"type":"summary"`) {
-						sum = decodeLine(t, l)
-						continue
-					}
-					var r treeRecord
-					require.NoError(t, json.Unmarshal([]byte(l), &r), l)
-					trees = append(trees, r)
-				}
+				trees, sum := readTrees(t, out)
 				require.NotNil(t, sum, "summary line")
 				entry, _ := sum["entry"].(map[string]any)
 				require.NotNil(t, entry, "summary entry account")
@@ -566,4 +544,24 @@ func TestEntryFilterWindow(t *testing.T) {
 			t.Logf("%s: %s", mode, time.Since(start).Round(time.Millisecond))
 		})
 	}
+}
+
+// readTrees reads a --entry --output json file: its call_tree records and
+// its summary line (nil when absent).
+func readTrees(t *testing.T, file string) ([]treeRecord, map[string]any) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var trees []treeRecord
+	var sum map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.Contains(l, `"type":"summary"`) {
+			sum = decodeLine(t, l)
+			continue
+		}
+		var r treeRecord
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		trees = append(trees, r)
+	}
+	return trees, sum
 }

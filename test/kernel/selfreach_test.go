@@ -2,8 +2,6 @@ package kernel
 
 import (
 	"bytes"
-	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -60,17 +58,9 @@ func TestTraceSelfLeftOut(t *testing.T) {
 	require.NotNil(t, w, "workload line")
 	pid, _ := strconv.Atoi(w[1])
 	tid, _ := strconv.Atoi(w[2])
-	b, err := os.ReadFile(out)
-	require.NoError(t, err)
+	trees, sum := readTrees(t, out)
 	var ours []treeRecord
-	var sum map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if strings.Contains(l, `"type":"summary"`) {
-			sum = decodeLine(t, l)
-			continue
-		}
-		var r treeRecord
-		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+	for _, r := range trees {
 		if r.Tree.Args["filename"] == "/etc/hostname" && r.Tid == tid {
 			ours = append(ours, r)
 		}
@@ -117,7 +107,7 @@ func TestTraceSelfLeftOut(t *testing.T) {
 	ex := exec.Command(bin, "trace", name, "--", bin, "workload", "open", "--path", "/etc/hostname")
 	var exErr bytes.Buffer
 	ex.Stderr = &exErr
-	err = ex.Run()
+	err := ex.Run()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee, exErr.String())
 	assert.Equal(t, 2, ee.ExitCode(), exErr.String())
