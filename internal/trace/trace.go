@@ -263,7 +263,11 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if len(o.Command) > 0 {
 		o.Filters.Tree = true
 	}
-	s.leaveOutSelf(ctx, o, selfreach.Learn, selfreach.OpenCache(o.SelfCacheDir))
+	var cache selfreach.Cache // --trace-self checks nothing: no cache to open (opening one hashes the embedded objects)
+	if !o.TraceSelf {
+		cache = selfreach.OpenCache(o.SelfCacheDir)
+	}
+	s.leaveOutSelf(ctx, o, selfreach.Learn, cache)
 	if err := ctx.Err(); err != nil {
 		// A signal while the symbols loaded: nothing made yet.
 		return nil, failed(&attach.Interrupted{Cause: context.Cause(ctx), Phase: "planning"})
