@@ -1495,16 +1495,7 @@ type callCounter struct {
 }
 
 func (c *callCounter) Write(b []byte) (int, error) {
-	data := append(c.partial, b...)
-	for {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			break
-		}
-		c.line(data[:i])
-		data = data[i+1:]
-	}
-	c.partial = append(c.partial[:0], data...)
+	splitLines(&c.partial, b, c.line)
 	return len(b), nil
 }
 
@@ -2297,4 +2288,20 @@ func TestArgReads(t *testing.T) {
 			assertNoLosses(t, sum.Losses)
 		})
 	}
+}
+
+// splitLines hands each complete line of what *partial held followed by b
+// to line, without its newline, and keeps the incomplete rest in *partial
+// (an io.Writer's Write that counts lines).
+func splitLines(partial *[]byte, b []byte, line func([]byte)) {
+	data := append(*partial, b...)
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		line(data[:i])
+		data = data[i+1:]
+	}
+	*partial = append((*partial)[:0], data...)
 }

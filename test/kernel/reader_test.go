@@ -174,16 +174,7 @@ func (c *readCounter) Write(b []byte) (int, error) {
 			c.exit = []byte(fmt.Sprintf("/%d  ← vfs_read = 1  ", c.tid))
 		}
 	}
-	data := append(c.partial, b...)
-	for {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			break
-		}
-		c.line(data[:i])
-		data = data[i+1:]
-	}
-	c.partial = append(c.partial[:0], data...)
+	splitLines(&c.partial, b, c.line)
 	return len(b), nil
 }
 
