@@ -7,7 +7,7 @@
  * delete per call), compute the call's duration there (correct under
  * nesting, recursion, sleeping and CPU migration, unlike a per-CPU slot),
  * and then, depending on what user space asked for (frozen .rodata):
- *   - stream compact records through one ringbuf (want_events): a 32-byte
+ *   - stream compact records through the ringbuf of their CPU (want_events): a 32-byte
  *     header, the arguments only on entries (and on deferred exits), the
  *     duration and return value on exits, and the thread's comm only when
  *     user space has not seen it (first record of a thread, after an exec
@@ -380,10 +380,23 @@ const enum ftp_func_flags *unused_func_flags __attribute__((unused));
 const enum ftp_func_pred *unused_func_pred __attribute__((unused));
 const enum ftp_nargs *unused_nargs __attribute__((unused));
 
-struct {
+/* Records go to the ringbuf of the CPU the program runs on: CPUs never
+ * contend for one ringbuf's lock. User space creates one ringbuf per
+ * online CPU (the same size each), puts it at the CPU's index and merges
+ * the rings by timestamp; a CPU without a ring (brought online after the
+ * trace started) drops its records, counted as ringbuf drops. Ringbufs as
+ * inner maps: 5.8, as the ringbuf itself. */
+struct ftp_ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);
-} events SEC(".maps");
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct ftp_ring);
+} rings SEC(".maps");
 
 /* Per-thread frame stacks in task-local storage (5.11; freed with the
  * task, no per-call insert/delete). */
@@ -991,32 +1004,34 @@ static __always_inline void fill_hdr(struct rec_hdr *h, __u64 pid_tgid, __u64 no
  * asked every 64th record of a CPU (a helper call saved on the others;
  * the slot is per CPU, a lost increment only shifts the next check). */
 #define FTP_STAT_RECS (FTP_STAT_STRIDE - 1)
-static __always_inline __u64 wakeup_flags(void)
+static __always_inline __u64 wakeup_flags(void *ring, __u32 cpu)
 {
-	__u32 cpu = bpf_get_smp_processor_id() & (FTP_NCPU - 1);
-	__u64 n = ftp_stats[cpu][FTP_STAT_RECS]++;
-	if ((n & 63) == 0 && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+	__u64 n = ftp_stats[cpu & (FTP_NCPU - 1)][FTP_STAT_RECS]++;
+	if ((n & 63) == 0 && bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
 		return BPF_RB_FORCE_WAKEUP;
 	return BPF_RB_NO_WAKEUP;
 }
 
+/* cpu_ring is the ringbuf of this CPU (cpu), or NULL without one. */
+static __always_inline void *cpu_ring(__u32 *cpu)
+{
+	*cpu = bpf_get_smp_processor_id();
+	return bpf_map_lookup_elem(&rings, cpu);
+}
+
 /* output sends a record of nev events (0: a comm record, which is sent
- * again with the thread's next record; 2: a call record); a full ringbuf
- * drops them, counted in events. */
+ * again with the thread's next record; 2: a call record) to this CPU's
+ * ringbuf; a full ringbuf, or none, drops them, counted in events. */
 static __always_inline int output(void *rec, __u64 size, __u64 nev)
 {
-	__u64 fl = wakeup_flags();
-	if (bpf_ringbuf_output(&events, rec, size, fl)) {
+	__u32 cpu;
+	void *ring = cpu_ring(&cpu);
+	if (!ring || bpf_ringbuf_output(ring, rec, size, wakeup_flags(ring, cpu))) {
 		if (nev)
 			count_n(FTP_STAT_RINGBUF_DROP, nev);
 		return -1;
 	}
 	return 0;
-}
-
-static __always_inline void submit(void *rec)
-{
-	bpf_ringbuf_submit(rec, wakeup_flags());
 }
 
 /* send_comm sends the thread's tgid and comm before its next record when
@@ -1307,7 +1322,9 @@ static __always_inline void emit_full(void *ctx, __u64 pid_tgid, __u64 now, __u3
 				      __u8 kind, __u8 mode, __u16 depth, __u8 flags, __u8 nargs,
 				      __u64 dur, __s64 ret, __u64 *args, int tail)
 {
-	struct rec_full *e = bpf_ringbuf_reserve(&events, sizeof(struct rec_full), 0);
+	__u32 cpu;
+	void *ring = cpu_ring(&cpu);
+	struct rec_full *e = ring ? bpf_ringbuf_reserve(ring, sizeof(struct rec_full), 0) : NULL;
 	if (!e) {
 		count(FTP_STAT_RINGBUF_DROP);
 		return;
@@ -1325,7 +1342,7 @@ static __always_inline void emit_full(void *ctx, __u64 pid_tgid, __u64 now, __u3
 	e->stack_len = 0;
 	if (tail)
 		fill_tail(ctx, e, fflags, args, mode, kind == FTP_ENTRY);
-	submit(e);
+	bpf_ringbuf_submit(e, wakeup_flags(ring, cpu));
 }
 
 /* on_entry records a call's entry. It returns 1 when the call was

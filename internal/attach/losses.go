@@ -13,26 +13,27 @@ import (
 // skipped functions) are left out of its JSON: the trace summary carries
 // them at its top level.
 type Losses struct {
-	RingbufDrops   uint64 `json:"ringbuf_drops"`        // events lost to a full ringbuf (a leaf call's record holds two)
-	NoEntry        uint64 `json:"exits_without_entry"`  // exits with no matching entry frame
-	DepthOverflow  uint64 `json:"depth_overflow"`       // entries deeper than the per-thread stack
-	Unwound        uint64 `json:"unwound_frames"`       // entries whose own exit was never seen
-	StackFull      uint64 `json:"stack_map_full"`       // threads without a stack slot
-	EntryHits      uint64 `json:"-"`                    // entries that passed the filters
-	ExitHits       uint64 `json:"-"`                    // exits that passed the filters, or whose entry did (a filter decides at entry)
-	KprobeMissed   uint64 `json:"kprobe_missed"`        // fprobe missed runs (kprobe.multi link info, 6.7+)
-	RecursionMiss  uint64 `json:"recursion_misses"`     // program runs skipped by recursion protection
-	OpenAtExit     uint64 `json:"entries_without_exit"` // frames still open when the trace stopped
-	StringFaults   uint64 `json:"string_faults"`        // --strings reads that failed (shown as <fault>)
-	StackFailures  uint64 `json:"stack_failures"`       // --stack: bpf_get_stack failures (no stack on the record)
-	TreeFull       uint64 `json:"tree_not_followed"`    // forked processes of the traced command not followed (tgids map full)
-	ErrnoFull      uint64 `json:"errno_not_counted"`    // errors whose errno the aggregation could not count (errs map full)
-	FilterRejects  uint64 `json:"-"`                    // calls --filter rejected (not a loss)
-	ExprFaults     uint64 `json:"expr_faults"`          // --arg/--filter reads that faulted (<fault>, or the comparison false)
-	WindowRejected uint64 `json:"-"`                    // --entry: calls outside every entry function's window (not a loss)
-	WindowExits    uint64 `json:"-"`                    // --entry: threads that exited inside a window (not a loss)
-	SkippedFuncs   int    `json:"-"`
-	FailedAttaches int    `json:"failed_attaches"` // functions that matched but failed to attach
+	RingbufDrops      uint64         `json:"ringbuf_drops"`                  // events lost to a full ringbuf (a leaf call's record holds two)
+	RingbufDropsByCPU map[int]uint64 `json:"ringbuf_drops_by_cpu,omitempty"` // ringbuf_drops by the CPU whose ringbuf was full or missing (CPUs 512 apart share a row)
+	NoEntry           uint64         `json:"exits_without_entry"`            // exits with no matching entry frame
+	DepthOverflow     uint64         `json:"depth_overflow"`                 // entries deeper than the per-thread stack
+	Unwound           uint64         `json:"unwound_frames"`                 // entries whose own exit was never seen
+	StackFull         uint64         `json:"stack_map_full"`                 // threads without a stack slot
+	EntryHits         uint64         `json:"-"`                              // entries that passed the filters
+	ExitHits          uint64         `json:"-"`                              // exits that passed the filters, or whose entry did (a filter decides at entry)
+	KprobeMissed      uint64         `json:"kprobe_missed"`                  // fprobe missed runs (kprobe.multi link info, 6.7+)
+	RecursionMiss     uint64         `json:"recursion_misses"`               // program runs skipped by recursion protection
+	OpenAtExit        uint64         `json:"entries_without_exit"`           // frames still open when the trace stopped
+	StringFaults      uint64         `json:"string_faults"`                  // --strings reads that failed (shown as <fault>)
+	StackFailures     uint64         `json:"stack_failures"`                 // --stack: bpf_get_stack failures (no stack on the record)
+	TreeFull          uint64         `json:"tree_not_followed"`              // forked processes of the traced command not followed (tgids map full)
+	ErrnoFull         uint64         `json:"errno_not_counted"`              // errors whose errno the aggregation could not count (errs map full)
+	FilterRejects     uint64         `json:"-"`                              // calls --filter rejected (not a loss)
+	ExprFaults        uint64         `json:"expr_faults"`                    // --arg/--filter reads that faulted (<fault>, or the comparison false)
+	WindowRejected    uint64         `json:"-"`                              // --entry: calls outside every entry function's window (not a loss)
+	WindowExits       uint64         `json:"-"`                              // --entry: threads that exited inside a window (not a loss)
+	SkippedFuncs      int            `json:"-"`
+	FailedAttaches    int            `json:"failed_attaches"` // functions that matched but failed to attach
 }
 
 // Any reports whether anything was lost: ringbuf drops, fprobe missed
@@ -56,16 +57,43 @@ type statsRows [512][16]uint64
 // bpfobj.TraceFtpStat.
 func (t *Tracer) Counters() ([bpfobj.TraceFtpStatFTP_STAT_MAX]uint64, error) {
 	var out [bpfobj.TraceFtpStatFTP_STAT_MAX]uint64
-	var rows statsRows
-	if t.stats == nil {
-		return out, errors.New("tracer is closed")
-	}
-	if err := t.stats.Get(&rows); err != nil {
-		return out, fmt.Errorf("read counters: %w", err)
+	rows, err := t.rows()
+	if err != nil {
+		return out, err
 	}
 	for _, r := range rows {
 		for i := range out {
 			out[i] += r[i]
+		}
+	}
+	return out, nil
+}
+
+// rows reads ftp_stats: a row of counters per CPU.
+func (t *Tracer) rows() (*statsRows, error) {
+	if t.stats == nil {
+		return nil, errors.New("tracer is closed")
+	}
+	var rows statsRows
+	if err := t.stats.Get(&rows); err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
+	}
+	return &rows, nil
+}
+
+// dropsByCPU returns the nonzero ringbuf drops of each CPU's row.
+func (t *Tracer) dropsByCPU() (map[int]uint64, error) {
+	rows, err := t.rows()
+	if err != nil {
+		return nil, err
+	}
+	var out map[int]uint64
+	for cpu, r := range rows {
+		if n := r[bpfobj.TraceFtpStatFTP_STAT_RINGBUF_DROP]; n > 0 {
+			if out == nil {
+				out = map[int]uint64{}
+			}
+			out[cpu] = n
 		}
 	}
 	return out, nil
@@ -80,6 +108,11 @@ func (t *Tracer) Losses() (Losses, error) {
 		return l, err
 	}
 	l.RingbufDrops = c[bpfobj.TraceFtpStatFTP_STAT_RINGBUF_DROP]
+	if l.RingbufDrops > 0 {
+		if l.RingbufDropsByCPU, err = t.dropsByCPU(); err != nil {
+			return l, err
+		}
+	}
 	l.NoEntry = c[bpfobj.TraceFtpStatFTP_STAT_NO_ENTRY]
 	l.DepthOverflow = c[bpfobj.TraceFtpStatFTP_STAT_DEPTH_OVERFLOW]
 	l.Unwound = c[bpfobj.TraceFtpStatFTP_STAT_UNWOUND]

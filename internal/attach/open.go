@@ -152,7 +152,9 @@ func plan(opts *Options, hashFrames bool) (*object, error) {
 		return nil, fmt.Errorf("load BPF object: %w", err)
 	}
 	all := append(append([]*symbols.Func{}, opts.Funcs...), opts.MultiFuncs...)
-	spec.Maps["events"].MaxEntries = opts.RingbufSize
+	if err := sizeRings(spec, opts.RingbufSize); err != nil {
+		return nil, err
+	}
 	if opts.Aggregate {
 		spec.Maps["aggs"].MaxEntries = uint32(max(len(all), 1))
 	}
@@ -235,6 +237,11 @@ func (t *Tracer) createMaps(obj *object, opts Options) (map[string]*ebpf.Map, er
 	for id, x := range obj.xprogs {
 		if err := t.maps.Xprogs.Update(id, &x, ebpf.UpdateAny); err != nil {
 			return nil, fmt.Errorf("attach: store the --arg/--filter program of function %d: %w", id, err)
+		}
+	}
+	if !opts.NoEvents && !opts.DryRun {
+		if err := t.createRings(spec.Maps["rings"].InnerMap, opts); err != nil {
+			return nil, err
 		}
 	}
 	t.armed, t.stats = t.coll.Variables["armed"], t.coll.Variables["ftp_stats"]

@@ -5,9 +5,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
+	"github.com/ftprobe/ftprobe/internal/rings"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -21,6 +21,7 @@ type Tracer struct {
 	Failed   []Failure       // functions left out, with reasons
 
 	maps  bpfobj.TraceMaps
+	rings []rings.Ring     // the ringbuf of each online CPU, in the rings map
 	coll  *ebpf.Collection // every map of the object, .bss and .rodata included
 	armed *ebpf.Variable   // armed (.bss)
 	// armedAt is CLOCK_MONOTONIC (bpf_ktime_get_ns's clock) just before
@@ -70,9 +71,10 @@ func (t *Tracer) ArgReads() (direct, compiled int64) {
 	return t.slots.Direct.Load(), t.slots.Compiled.Load()
 }
 
-// Reader opens a ringbuf reader on the events map; the caller closes it.
-func (t *Tracer) Reader() (*ringbuf.Reader, error) {
-	return ringbuf.NewReader(t.maps.Events)
+// Reader opens a reader of the rings of every CPU (Rings) with o; the
+// caller closes it.
+func (t *Tracer) Reader(o rings.Options) (*rings.Reader, error) {
+	return rings.NewReader(t.rings, o)
 }
 
 // AddTGID adds a process to the tree filter (Filters.Tree). Its forks are

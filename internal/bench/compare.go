@@ -24,6 +24,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/kfeat"
 	"github.com/ftprobe/ftprobe/internal/osthread"
 	"github.com/ftprobe/ftprobe/internal/plural"
+	"github.com/ftprobe/ftprobe/internal/rings"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -280,7 +281,7 @@ func (m counterM) close()                { m.c.Close() }
 // traceM wraps ftprobe's trace programs with a draining reader.
 type traceM struct {
 	t      *attach.Tracer
-	rd     *ringbuf.Reader
+	rd     *rings.Reader
 	wg     sync.WaitGroup
 	events atomic.Uint64
 	base   attach.Losses
@@ -304,7 +305,7 @@ func openTrace(o attach.Options, target string, k *symbols.Kernel, during bool) 
 	if err != nil {
 		return nil, err
 	}
-	rd, err := t.Reader()
+	rd, err := t.Reader(rings.Options{}) // counting only: no ordering
 	if err != nil {
 		t.Close()
 		return nil, err

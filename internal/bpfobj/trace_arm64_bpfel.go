@@ -256,7 +256,7 @@ type TraceXvals struct {
 const (
 	TraceMapAggs              = "aggs"
 	TraceMapErrs              = "errs"
-	TraceMapEvents            = "events"
+	TraceMapRings             = "rings"
 	TraceMapStacks            = "stacks"
 	TraceMapTframes           = "tframes"
 	TraceMapTgids             = "tgids"
@@ -390,7 +390,7 @@ type TraceProgramSpecs struct {
 type TraceMapSpecs struct {
 	Aggs      *ebpf.MapSpec `ebpf:"aggs"`
 	Errs      *ebpf.MapSpec `ebpf:"errs"`
-	Events    *ebpf.MapSpec `ebpf:"events"`
+	Rings     *ebpf.MapSpec `ebpf:"rings"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
 	Tframes   *ebpf.MapSpec `ebpf:"tframes"`
 	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
@@ -470,7 +470,7 @@ func (o *TraceObjects) Close() error {
 type TraceMaps struct {
 	Aggs      *ebpf.Map `ebpf:"aggs"`
 	Errs      *ebpf.Map `ebpf:"errs"`
-	Events    *ebpf.Map `ebpf:"events"`
+	Rings     *ebpf.Map `ebpf:"rings"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
 	Tframes   *ebpf.Map `ebpf:"tframes"`
 	Tgids     *ebpf.Map `ebpf:"tgids"`
@@ -483,7 +483,7 @@ func (m *TraceMaps) Close() error {
 	return _TraceClose(
 		m.Aggs,
 		m.Errs,
-		m.Events,
+		m.Rings,
 		m.Stacks,
 		m.Tframes,
 		m.Tgids,

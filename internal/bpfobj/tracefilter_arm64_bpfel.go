@@ -112,7 +112,7 @@ type TraceFilterXprog struct {
 const (
 	TraceFilterMapAggs                 = "aggs"
 	TraceFilterMapErrs                 = "errs"
-	TraceFilterMapEvents               = "events"
+	TraceFilterMapRings                = "rings"
 	TraceFilterMapStacks               = "stacks"
 	TraceFilterMapTframes              = "tframes"
 	TraceFilterMapTgids                = "tgids"
@@ -246,7 +246,7 @@ type TraceFilterProgramSpecs struct {
 type TraceFilterMapSpecs struct {
 	Aggs      *ebpf.MapSpec `ebpf:"aggs"`
 	Errs      *ebpf.MapSpec `ebpf:"errs"`
-	Events    *ebpf.MapSpec `ebpf:"events"`
+	Rings     *ebpf.MapSpec `ebpf:"rings"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
 	Tframes   *ebpf.MapSpec `ebpf:"tframes"`
 	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
@@ -326,7 +326,7 @@ func (o *TraceFilterObjects) Close() error {
 type TraceFilterMaps struct {
 	Aggs      *ebpf.Map `ebpf:"aggs"`
 	Errs      *ebpf.Map `ebpf:"errs"`
-	Events    *ebpf.Map `ebpf:"events"`
+	Rings     *ebpf.Map `ebpf:"rings"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
 	Tframes   *ebpf.Map `ebpf:"tframes"`
 	Tgids     *ebpf.Map `ebpf:"tgids"`
@@ -339,7 +339,7 @@ func (m *TraceFilterMaps) Close() error {
 	return _TraceFilterClose(
 		m.Aggs,
 		m.Errs,
-		m.Events,
+		m.Rings,
 		m.Stacks,
 		m.Tframes,
 		m.Tgids,

@@ -112,7 +112,7 @@ type TraceLeanXprog struct {
 const (
 	TraceLeanMapAggs                  = "aggs"
 	TraceLeanMapErrs                  = "errs"
-	TraceLeanMapEvents                = "events"
+	TraceLeanMapRings                 = "rings"
 	TraceLeanMapStacks                = "stacks"
 	TraceLeanMapTframes               = "tframes"
 	TraceLeanMapTgids                 = "tgids"
@@ -246,7 +246,7 @@ type TraceLeanProgramSpecs struct {
 type TraceLeanMapSpecs struct {
 	Aggs      *ebpf.MapSpec `ebpf:"aggs"`
 	Errs      *ebpf.MapSpec `ebpf:"errs"`
-	Events    *ebpf.MapSpec `ebpf:"events"`
+	Rings     *ebpf.MapSpec `ebpf:"rings"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
 	Tframes   *ebpf.MapSpec `ebpf:"tframes"`
 	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
@@ -326,7 +326,7 @@ func (o *TraceLeanObjects) Close() error {
 type TraceLeanMaps struct {
 	Aggs      *ebpf.Map `ebpf:"aggs"`
 	Errs      *ebpf.Map `ebpf:"errs"`
-	Events    *ebpf.Map `ebpf:"events"`
+	Rings     *ebpf.Map `ebpf:"rings"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
 	Tframes   *ebpf.Map `ebpf:"tframes"`
 	Tgids     *ebpf.Map `ebpf:"tgids"`
@@ -339,7 +339,7 @@ func (m *TraceLeanMaps) Close() error {
 	return _TraceLeanClose(
 		m.Aggs,
 		m.Errs,
-		m.Events,
+		m.Rings,
 		m.Stacks,
 		m.Tframes,
 		m.Tgids,

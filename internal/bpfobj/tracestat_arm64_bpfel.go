@@ -112,7 +112,7 @@ type TraceStatXprog struct {
 const (
 	TraceStatMapAggs                = "aggs"
 	TraceStatMapErrs                = "errs"
-	TraceStatMapEvents              = "events"
+	TraceStatMapRings               = "rings"
 	TraceStatMapStacks              = "stacks"
 	TraceStatMapTframes             = "tframes"
 	TraceStatMapTgids               = "tgids"
@@ -246,7 +246,7 @@ type TraceStatProgramSpecs struct {
 type TraceStatMapSpecs struct {
 	Aggs      *ebpf.MapSpec `ebpf:"aggs"`
 	Errs      *ebpf.MapSpec `ebpf:"errs"`
-	Events    *ebpf.MapSpec `ebpf:"events"`
+	Rings     *ebpf.MapSpec `ebpf:"rings"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
 	Tframes   *ebpf.MapSpec `ebpf:"tframes"`
 	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
@@ -326,7 +326,7 @@ func (o *TraceStatObjects) Close() error {
 type TraceStatMaps struct {
 	Aggs      *ebpf.Map `ebpf:"aggs"`
 	Errs      *ebpf.Map `ebpf:"errs"`
-	Events    *ebpf.Map `ebpf:"events"`
+	Rings     *ebpf.Map `ebpf:"rings"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
 	Tframes   *ebpf.Map `ebpf:"tframes"`
 	Tgids     *ebpf.Map `ebpf:"tgids"`
@@ -339,7 +339,7 @@ func (m *TraceStatMaps) Close() error {
 	return _TraceStatClose(
 		m.Aggs,
 		m.Errs,
-		m.Events,
+		m.Rings,
 		m.Stacks,
 		m.Tframes,
 		m.Tgids,

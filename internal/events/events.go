@@ -898,3 +898,13 @@ func appendJSONString(b []byte, s []byte) []byte {
 	}
 	return append(b, '"')
 }
+
+// Timestamp returns a record's ts_ns (bpf_ktime_get_ns at its event; the
+// exit's for a call record), 0 for a record shorter than the header: what
+// the rings reader orders the CPUs' records by.
+func Timestamp(sample []byte) uint64 {
+	if len(sample) < HeaderSize {
+		return 0
+	}
+	return *(*uint64)(unsafe.Pointer(&sample[unsafe.Offsetof(bpfobj.TraceRecHdr{}.TsNs)]))
+}

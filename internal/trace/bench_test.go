@@ -45,6 +45,8 @@ type loopSource struct {
 
 func (s *loopSource) SetDeadline(time.Time) {}
 
+func (s *loopSource) Final() {}
+
 func (s *loopSource) ReadInto(rec *ringbuf.Record) error {
 	if s.i >= s.n {
 		return os.ErrDeadlineExceeded

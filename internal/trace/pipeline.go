@@ -21,12 +21,14 @@ import (
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
-// source delivers the raw ringbuf records: a ringbuf.Reader on the
-// tracer's events map, or a replay of recorded records in tests. ReadInto
-// returns os.ErrDeadlineExceeded when nothing arrived by the deadline.
+// source delivers the raw ringbuf records: a rings.Reader on the
+// tracer's rings (one per CPU, merged by timestamp), or a replay of
+// recorded records in tests. ReadInto returns os.ErrDeadlineExceeded when
+// nothing arrived by the deadline; after Final, when nothing is left.
 type source interface {
 	SetDeadline(t time.Time)
 	ReadInto(rec *ringbuf.Record) error
+	Final()
 }
 
 // tracing is what the pipeline needs of the attached tracer
@@ -331,6 +333,7 @@ func (p *pipeline) detach() error {
 	}
 	if !p.stop.counted {
 		p.src.SetDeadline(time.Now())
+		p.src.Final()
 		for {
 			err := p.src.ReadInto(&p.rec)
 			if err != nil {

@@ -75,6 +75,8 @@ type replay struct {
 
 func (r *replay) SetDeadline(time.Time) { r.deadlines++ }
 
+func (r *replay) Final() {}
+
 func (r *replay) ReadInto(rec *ringbuf.Record) error {
 	if len(r.recs) == 0 {
 		if r.empty != nil {

@@ -2,36 +2,37 @@ package trace
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
 )
 
-// The default ringbuf size (--buffer-size unset): RingbufPerCPU for each
-// online CPU, at least RingbufMin and at most RingbufMax, a power of two.
-// Every CPU can fill the ringbuf while one reader empties it. 16 MiB was
-// the smallest that delivered every event of trace vfs_read (fentry+fexit
-// and fsession, text and JSON) during 2x100k one-byte reads in the 2-CPU
-// lab VM under instruction counting; without instruction counting, on a
-// loaded host, the amd64 lab VM dropped 3.7% at 16 MiB, so the floor is
-// twice that.
+// The default ringbuf size of each CPU (--buffer-size unset): RingbufTotal
+// shared by the online CPUs, rounded down to a power of two, from
+// RingbufMinPerCPU to RingbufMaxPerCPU. A CPU's ringbuf holds the burst of
+// a thread on it while the reader catches up: 32 MiB is twice the smallest
+// that delivered every event of trace vfs_read (fentry+fexit and fsession,
+// text and JSON) during 2x100k one-byte reads in the 2-CPU lab VM under
+// instruction counting (without instruction counting, on a loaded host,
+// 16 MiB dropped 3.7%).
 const (
-	RingbufPerCPU = 8 << 20
-	RingbufMin    = 32 << 20
-	RingbufMax    = 256 << 20
+	RingbufTotal     = 256 << 20
+	RingbufMinPerCPU = 1 << 20
+	RingbufMaxPerCPU = 32 << 20
 )
 
-// DefaultRingbufSize is the ringbuf size for ncpu online CPUs: the rule
-// of RingbufPerCPU, rounded up to a power of two.
+// DefaultRingbufSize is the size of each CPU's ringbuf for ncpu online
+// CPUs, by the rule of RingbufTotal.
 func DefaultRingbufSize(ncpu int) uint32 {
-	n := uint64(max(ncpu, 1)) * RingbufPerCPU
-	n = min(max(n, RingbufMin), RingbufMax)
-	p := uint64(RingbufMin)
-	for p < n {
-		p <<= 1
+	share := uint64(RingbufTotal) / uint64(max(ncpu, 1))
+	p := uint64(RingbufMaxPerCPU)
+	for p > share && p > RingbufMinPerCPU {
+		p >>= 1
 	}
 	return uint32(p)
 }
@@ -83,7 +84,21 @@ func dropsAdvice(l attach.Losses, size uint32) string {
 	if size > 0 {
 		ring = sizeText(uint64(size)) + " ringbuf"
 	}
-	return fmt.Sprintf("ftprobe: the %s filled faster than ftprobe read it (%d ringbuf drops): "+
-		"a larger --buffer-size holds longer bursts (up to %s); --min-duration or --errors send one record per kept call, "+
-		"at its exit; stat counts in the kernel and sends none", ring, l.RingbufDrops, sizeText(attach.MaxRingbufSize))
+	return fmt.Sprintf("ftprobe: the %s of a CPU filled faster than ftprobe read it (%d ringbuf drops%s): "+
+		"a larger --buffer-size holds longer bursts (up to %s per CPU); --min-duration or --errors send one record per kept call, "+
+		"at its exit; stat counts in the kernel and sends none", ring, l.RingbufDrops, byCPU(l.RingbufDropsByCPU), sizeText(attach.MaxRingbufSize))
+}
+
+// byCPU lists drops by CPU, "; CPU 0: 12, CPU 3: 4", or "" for none.
+func byCPU(m map[int]uint64) string {
+	cpus := slices.Sorted(maps.Keys(m))
+	var b strings.Builder
+	for i, c := range cpus {
+		sep := ", "
+		if i == 0 {
+			sep = "; "
+		}
+		fmt.Fprintf(&b, "%sCPU %d: %d", sep, c, m[c])
+	}
+	return b.String()
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/events"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
 	"github.com/ftprobe/ftprobe/internal/plural"
+	"github.com/ftprobe/ftprobe/internal/rings"
 	"github.com/ftprobe/ftprobe/internal/selfreach"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 	"github.com/ftprobe/ftprobe/internal/trial"
@@ -292,7 +293,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	rd, err := tracer.Reader()
+	rd, err := tracer.Reader(rings.Options{Delay: rings.DefaultDelay, Timestamp: events.Timestamp})
 	if err != nil {
 		return nil, fmt.Errorf("ringbuf reader: %w", err)
 	}
