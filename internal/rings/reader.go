@@ -66,11 +66,9 @@ type Reader struct {
 	clock func() uint64
 }
 
-// NewReader opens a Reader on rs (at least one ring).
+// NewReader opens a Reader on rs (none: the reader only waits, for a
+// trace that sends no records).
 func NewReader(rs []Ring, o Options) (_ *Reader, err error) {
-	if len(rs) == 0 {
-		return nil, errors.New("rings: no ring to read")
-	}
 	if o.Delay > 0 && o.Timestamp == nil {
 		return nil, errors.New("rings: ordering needs the records' timestamps")
 	}
@@ -99,7 +97,7 @@ func NewReader(rs []Ring, o Options) (_ *Reader, err error) {
 			return nil, fmt.Errorf("rings: epoll_ctl on CPU %d's ringbuf: %w", ring.CPU, err)
 		}
 	}
-	r.evs = make([]unix.EpollEvent, len(rs))
+	r.evs = make([]unix.EpollEvent, max(len(rs), 1))
 	return r, nil
 }
 
