@@ -16,6 +16,7 @@ type queue struct {
 	arena []byte // the records, back to back from off[hd]
 	recs  []span // queued records; recs[hd:] are unread
 	hd    int
+	more  bool // the last fill stopped at the queue's bound
 	rec   ringbuf.Record
 }
 
@@ -48,7 +49,12 @@ func (q *queue) fill(o Options) (int, error) {
 	}
 	q.compact()
 	n := 0
-	for q.bytes() < o.QueueBytes {
+	q.more = false
+	for {
+		if q.bytes() >= o.QueueBytes {
+			q.more = true
+			break
+		}
 		if cap(q.arena)-len(q.arena) < maxRecord {
 			q.grow()
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -177,6 +178,25 @@ func TestWaitsForData(t *testing.T) {
 	var rec ringbuf.Record
 	require.ErrorIs(t, r.ReadInto(&rec), os.ErrDeadlineExceeded)
 	assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond)
+}
+
+// TestBoundedQueueRefilledFirst: a CPU whose older records wait behind
+// its queue's bound is read again before another CPU's newer record goes.
+func TestBoundedQueueRefilledFirst(t *testing.T) {
+	a, b := newProducer(t, 4096), newProducer(t, 4096)
+	var seq uint64
+	for i := uint64(0); i < 30; i++ {
+		a.put(t, &seq, i)
+	}
+	b.put(t, &seq, 1000)
+	r, err := NewReader([]Ring{{0, a.m}, {1, b.m}}, Options{Delay: time.Hour, Timestamp: tsOf, QueueBytes: 100})
+	require.NoError(t, err)
+	defer r.Close()
+	r.Final()
+	ts, _ := readAll(t, r)
+	require.Len(t, ts, 31)
+	assert.True(t, slices.IsSorted(ts), "%v", ts)
+	assert.Equal(t, uint64(1000), ts[30])
 }
 
 func TestNewReaderBadInput(t *testing.T) {
