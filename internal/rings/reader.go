@@ -69,11 +69,9 @@ type Reader struct {
 }
 
 // NewReader maps m, the areas map laid out as g, and reads the records of
-// g's CPUs (at least one).
+// g's CPUs (none: the reader only waits, for a trace that sends no
+// records).
 func NewReader(m *ebpf.Map, g Geometry, o Options) (*Reader, error) {
-	if len(g.CPUs) == 0 {
-		return nil, errors.New("rings: no CPU's records to read")
-	}
 	if o.Delay > 0 && o.Timestamp == nil {
 		return nil, errors.New("rings: ordering needs the records' timestamps")
 	}
@@ -83,13 +81,17 @@ func NewReader(m *ebpf.Map, g Geometry, o Options) (*Reader, error) {
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
 	}
+	r := &Reader{o: o, clock: monotonic}
+	if len(g.CPUs) == 0 {
+		return r, nil
+	}
 	ps := os.Getpagesize()
 	size := (g.Bytes() + ps - 1) / ps * ps
 	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("rings: mmap the records of %d CPUs (%d bytes): %w", len(g.CPUs), size, err)
 	}
-	r := &Reader{o: o, mem: mem, clock: monotonic}
+	r.mem = mem
 	for _, cpu := range g.CPUs {
 		r.qs = append(r.qs, &queue{cpu: cpu, area: newArea(mem, g, cpu)})
 	}
