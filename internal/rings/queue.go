@@ -8,6 +8,7 @@ type queue struct {
 	arena []byte // the records, back to back from recs[hd].start
 	recs  []span // queued records; recs[hd:] are unread
 	hd    int
+	more  bool // the last fill stopped at the queue's bound
 }
 
 // span is one record in a queue's arena.
@@ -36,7 +37,12 @@ func (q *queue) fill(o Options) int {
 	}
 	q.compact()
 	n := 0
-	for q.bytes() < o.QueueBytes {
+	q.more = false
+	for {
+		if q.bytes() >= o.QueueBytes {
+			q.more = true
+			break
+		}
 		b, next := q.area.next(q.pos)
 		if b == nil {
 			break

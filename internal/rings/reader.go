@@ -63,6 +63,7 @@ type Reader struct {
 	qs       []*queue
 	deadline time.Time
 	final    bool
+	refill   *queue // emptied with records left behind its bound
 	now      uint64 // CLOCK_MONOTONIC at the last look, ns
 	// clock returns CLOCK_MONOTONIC in ns (replaced in tests).
 	clock func() uint64
@@ -112,10 +113,19 @@ func (r *Reader) Final() { r.final = true }
 // os.ErrDeadlineExceeded when nothing was due by the deadline, or an
 // error of a ring's reader.
 func (r *Reader) ReadInto(rec *ringbuf.Record) error {
+	// A queue emptied while records waited behind its bound is refilled
+	// before any other CPU's record is chosen: its next ones may be older.
+	if q := r.refill; q != nil {
+		r.refill = nil
+		q.fill(r.o)
+	}
 	for {
 		if q := r.due(); q != nil {
 			rec.RawSample = q.pop()
 			rec.Remaining = 0
+			if q.len() == 0 && q.more {
+				r.refill = q
+			}
 			return nil
 		}
 		if r.fill() {

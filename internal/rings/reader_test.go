@@ -228,6 +228,25 @@ func TestWaitsForData(t *testing.T) {
 	assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond)
 }
 
+// TestBoundedQueueRefilledFirst: a CPU whose older records wait behind
+// its queue's bound is read again before another CPU's newer record goes.
+func TestBoundedQueueRefilledFirst(t *testing.T) {
+	m, g, a, b := twoCPUs(t, 1)
+	var seq uint64
+	for i := uint64(0); i < 30; i++ {
+		a.put(t, &seq, i)
+	}
+	b.put(t, &seq, 1000)
+	r, err := NewReader(m, g, Options{Delay: time.Hour, Timestamp: tsOf, QueueBytes: 100})
+	require.NoError(t, err)
+	defer r.Close()
+	r.Final()
+	ts, _ := readAll(t, r)
+	require.Len(t, ts, 31)
+	assert.True(t, slices.IsSorted(ts), "%v", ts)
+	assert.Equal(t, uint64(1000), ts[30])
+}
+
 func TestNewReaderBadInput(t *testing.T) {
 	g := testGeometry(0)
 	_, err := NewReader(areasMap(t, g), g, Options{Delay: time.Second})
