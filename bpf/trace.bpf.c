@@ -1051,9 +1051,12 @@ static __always_inline __u64 *area_reserve(__u64 size)
 	return (__u64 *)(chunk + (h & (FTP_AREA_CHUNK - 8)));
 }
 
-/* area_commit publishes the record after w, of size bytes. */
+/* area_commit publishes the record after w, of size bytes: the exchange
+ * is fully ordered for the CPU (BPF_XCHG, Documentation/bpf/standardization),
+ * the empty asm keeps the compiler from moving the record's stores past it. */
 static __always_inline void area_commit(__u64 *w, __u64 size)
 {
+	asm volatile("" ::: "memory");
 	__sync_lock_test_and_set(w, size);
 }
 
