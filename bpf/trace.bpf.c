@@ -380,23 +380,46 @@ const enum ftp_func_flags *unused_func_flags __attribute__((unused));
 const enum ftp_func_pred *unused_func_pred __attribute__((unused));
 const enum ftp_nargs *unused_nargs __attribute__((unused));
 
-/* Records go to the ringbuf of the CPU the program runs on: CPUs never
- * contend for one ringbuf's lock. User space creates one ringbuf per
- * online CPU (the same size each), puts it at the CPU's index and merges
- * the rings by timestamp; a CPU without a ring (brought online after the
- * trace started) drops its records, counted as ringbuf drops. Ringbufs as
- * inner maps: 5.8, as the ringbuf itself. */
-struct ftp_ring {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 << 20);
+/* Records are written in place into the memory of the CPU they run on:
+ * `areas`, a BPF_F_MMAPABLE array that user space maps (arraymap.c
+ * array_map_mmap, 5.5). CPU c owns the elements [c * area_stride,
+ * (c + 1) * area_stride): the first holds its head, advanced by that
+ * CPU's programs with a compare-and-swap (a program nested on the CPU
+ * reserves after the one it interrupted), and its tail, advanced by the
+ * reader; the others hold the records. A record at position pos of the
+ * CPU's stream lives in element 1 + ((pos >> FTP_AREA_SHIFT) & area_mask)
+ * at offset pos & (FTP_AREA_CHUNK - 1) and may run into that element's
+ * FTP_AREA_SLACK bytes past the chunk, so no record is ever split. An
+ * 8-byte word before each record holds its length, stored last with an
+ * exchange (every byte of the record visible before it), 0 until then;
+ * the reader zeroes what it consumed before it advances the tail. No lock,
+ * no helper call, no wakeup: the reader polls with a bounded delay. */
+#define FTP_AREA_SHIFT 16
+#define FTP_AREA_CHUNK (1 << FTP_AREA_SHIFT)
+#define FTP_AREA_SLACK 2048 /* > 8 + the largest record (rec_x) */
+#define FTP_MAX_COMPACT 96 /* largest compact record: an exit with its arguments */
+_Static_assert(sizeof(struct rec_x) + 8 <= FTP_AREA_SLACK && sizeof(struct rec_full) + 8 <= FTP_AREA_SLACK, "a record fits in the slack");
+_Static_assert(sizeof(struct rec_exit) <= FTP_MAX_COMPACT, "compact records fit output");
+
+struct area_ctl {
+	__u64 head; /* bytes reserved since the start, by the CPU's programs */
+	__u64 _pad[7];
+	__u64 tail; /* bytes consumed, by the reader */
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 1);
-	__type(key, __u32);
-	__array(values, struct ftp_ring);
-} rings SEC(".maps");
+	__uint(key_size, 4);
+	__uint(value_size, FTP_AREA_CHUNK + FTP_AREA_SLACK);
+} areas SEC(".maps");
+
+volatile const __u32 area_cpus = 0;   /* CPUs 0 .. area_cpus-1 have an area */
+volatile const __u32 area_stride = 1; /* elements per CPU: 1 + area_mask + 1 */
+volatile const __u32 area_mask = 0;   /* record elements per CPU - 1 (a power of two - 1) */
+
+const struct area_ctl *unused_area_ctl __attribute__((unused));
 
 /* Per-thread frame stacks in task-local storage (5.11; freed with the
  * task, no per-call insert/delete). */
@@ -543,7 +566,6 @@ FTP_SETTING(__u8, want_stack, 0, 0, 0, 0);     /* --stack */
 FTP_SETTING(__u8, want_events, 1, 1, 1, 0);    /* stream records */
 FTP_SETTING(__u8, want_agg, 0, 0, 0, 1);       /* aggregate per function in aggs/errs */
 FTP_SETTING(__u8, frames_in_hash, 0, 0, 0, FTP_VAR); /* no task storage for this program type */
-volatile const __u32 wakeup_bytes = 1 << 20; /* force a wakeup above this much unread data */
 /* Some traced function is entry only (FTP_FN_ENTRY_ONLY): the stat path
  * of kprobe.session then reads the cookie at entry (session_agg). */
 volatile const __u8 entry_only_funcs = 0;
@@ -998,40 +1020,85 @@ static __always_inline void fill_hdr(struct rec_hdr *h, __u64 pid_tgid, __u64 no
 	h->_pad = 0;
 }
 
-/* output writes a compact record, waking the reader only when much is
- * unread (it polls with a bounded delay otherwise). */
-/* wakeup_flags: no wakeup, unless much is unread; the unread amount is
- * asked every 64th record of a CPU (a helper call saved on the others;
- * the slot is per CPU, a lost increment only shifts the next check). */
-#define FTP_STAT_RECS (FTP_STAT_STRIDE - 1)
-static __always_inline __u64 wakeup_flags(void *ring, __u32 cpu)
+/* area_reserve reserves size bytes (a multiple of 8) for a record in
+ * this CPU's area; it returns the record's length word (the record
+ * follows it), or NULL when the area is full or the CPU has none. */
+static __always_inline __u64 *area_reserve(__u64 size)
 {
-	__u64 n = ftp_stats[cpu & (FTP_NCPU - 1)][FTP_STAT_RECS]++;
-	if ((n & 63) == 0 && bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
-		return BPF_RB_FORCE_WAKEUP;
-	return BPF_RB_NO_WAKEUP;
+	__u32 cpu = bpf_get_smp_processor_id();
+	if (cpu >= area_cpus)
+		return NULL;
+	__u32 base = cpu * area_stride;
+	struct area_ctl *c = bpf_map_lookup_elem(&areas, &base);
+	if (!c)
+		return NULL;
+	__u64 cap = ((__u64)area_mask + 1) << FTP_AREA_SHIFT;
+	__u64 need = size + 8, h = 0;
+	int i;
+	for (i = 0; i < 4; i++) {
+		h = c->head;
+		if (h + need - c->tail > cap)
+			return NULL;
+		if (__sync_val_compare_and_swap(&c->head, h, h + need) == h)
+			break;
+	}
+	if (i == 4)
+		return NULL;
+	__u32 idx = base + 1 + ((__u32)(h >> FTP_AREA_SHIFT) & area_mask);
+	__u8 *chunk = bpf_map_lookup_elem(&areas, &idx);
+	if (!chunk)
+		return NULL; /* never: idx is one of the CPU's elements */
+	return (__u64 *)(chunk + (h & (FTP_AREA_CHUNK - 8)));
 }
 
-/* cpu_ring is the ringbuf of this CPU (cpu), or NULL without one. */
-static __always_inline void *cpu_ring(__u32 *cpu)
+/* area_commit publishes the record after w, of size bytes: the exchange
+ * is fully ordered for the CPU (BPF_XCHG, Documentation/bpf/standardization),
+ * the empty asm keeps the compiler from moving the record's stores past it. */
+static __always_inline void area_commit(__u64 *w, __u64 size)
 {
-	*cpu = bpf_get_smp_processor_id();
-	return bpf_map_lookup_elem(&rings, cpu);
+	asm volatile("" ::: "memory");
+	__sync_lock_test_and_set(w, size);
 }
 
-/* output sends a record of nev events (0: a comm record, which is sent
- * again with the thread's next record; 2: a call record) to this CPU's
- * ringbuf; a full ringbuf, or none, drops them, counted in events. */
+/* output sends a compact record of nev events (0: a comm record, which is
+ * sent again with the thread's next record; 2: a call record) of size
+ * bytes (a multiple of 8, at most FTP_MAX_COMPACT); a full area, or none,
+ * drops them, counted in events. */
 static __always_inline int output(void *rec, __u64 size, __u64 nev)
 {
-	__u32 cpu;
-	void *ring = cpu_ring(&cpu);
-	if (!ring || bpf_ringbuf_output(ring, rec, size, wakeup_flags(ring, cpu))) {
+	__u64 *w = area_reserve(size);
+	if (!w) {
 		if (nev)
 			count_n(FTP_STAT_RINGBUF_DROP, nev);
 		return -1;
 	}
+	__u64 *src = rec;
+#pragma unroll
+	for (int k = 0; k < FTP_MAX_COMPACT / 8; k++) {
+		if (k * 8 >= size)
+			break;
+		w[1 + k] = src[k];
+	}
+	area_commit(w, size);
 	return 0;
+}
+
+/* output_x sends a record with --arg values of size bytes. */
+static __always_inline void output_x(struct rec_x *r, __u64 size)
+{
+	__u64 *w = area_reserve((size + 7) & ~7ULL);
+	if (!w) {
+		count(FTP_STAT_RINGBUF_DROP);
+		return;
+	}
+	__u64 *src = (void *)r;
+#pragma clang loop unroll(disable)
+	for (int k = 0; k < sizeof(struct rec_x) / 8; k++) {
+		if (k * 8 >= size)
+			break;
+		w[1 + k] = src[k];
+	}
+	area_commit(w, size);
 }
 
 /* send_comm sends the thread's tgid and comm before its next record when
@@ -1276,7 +1343,7 @@ static __always_inline void emit_x(struct xprog *xp, struct xctx *xc, __u64 pid_
 	/* Only the struct bytes in use: no cost for the other values. */
 	__u64 nb = xp->nbytes;
 	asm volatile("%[v] &= 1023" : [v] "+r"(nb));
-	output(r, __builtin_offsetof(struct rec_x, b) + nb, 1);
+	output_x(r, __builtin_offsetof(struct rec_x, b) + nb);
 }
 
 /* cookie_pred returns the entry predicate a cookie carries (0: none) and
@@ -1322,10 +1389,9 @@ static __always_inline void emit_full(void *ctx, __u64 pid_tgid, __u64 now, __u3
 				      __u8 kind, __u8 mode, __u16 depth, __u8 flags, __u8 nargs,
 				      __u64 dur, __s64 ret, __u64 *args, int tail)
 {
-	__u32 cpu;
-	void *ring = cpu_ring(&cpu);
-	struct rec_full *e = ring ? bpf_ringbuf_reserve(ring, sizeof(struct rec_full), 0) : NULL;
-	if (!e) {
+	__u64 *w = area_reserve(sizeof(struct rec_full));
+	struct rec_full *e = (void *)(w + 1);
+	if (!w) {
 		count(FTP_STAT_RINGBUF_DROP);
 		return;
 	}
@@ -1342,7 +1408,7 @@ static __always_inline void emit_full(void *ctx, __u64 pid_tgid, __u64 now, __u3
 	e->stack_len = 0;
 	if (tail)
 		fill_tail(ctx, e, fflags, args, mode, kind == FTP_ENTRY);
-	bpf_ringbuf_submit(e, wakeup_flags(ring, cpu));
+	area_commit(w, sizeof(struct rec_full));
 }
 
 /* on_entry records a call's entry. It returns 1 when the call was

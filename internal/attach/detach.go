@@ -95,10 +95,6 @@ func (t *Tracer) Close() error {
 		}
 		t.tramp.Close()
 		t.maps.Close()
-		for _, r := range t.rings {
-			r.Map.Close()
-		}
-		t.rings = nil
 		if t.coll != nil {
 			t.coll.Close() // the unnamed maps (.bss, .rodata)
 		}

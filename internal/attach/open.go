@@ -13,6 +13,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/expr"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/rings"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
 
@@ -57,6 +58,7 @@ type object struct {
 	variant    string
 	xprogs     map[uint32]bpfobj.TraceXprog
 	simplified int
+	geo        rings.Geometry // the areas map's layout
 }
 
 // open runs the phases: plan (the object for opts), load (maps, then the
@@ -152,7 +154,8 @@ func plan(opts *Options, hashFrames bool) (*object, error) {
 		return nil, fmt.Errorf("load BPF object: %w", err)
 	}
 	all := append(append([]*symbols.Func{}, opts.Funcs...), opts.MultiFuncs...)
-	if err := sizeRings(spec, opts.RingbufSize); err != nil {
+	geo, areaSettings, err := layoutAreas(spec, *opts)
+	if err != nil {
 		return nil, err
 	}
 	if opts.Aggregate {
@@ -193,6 +196,7 @@ func plan(opts *Options, hashFrames bool) (*object, error) {
 	}
 	// opts.onlyCookie needs predCookie, set just above.
 	settings = append(settings, setting{"only_cookie", opts.onlyCookie(all)}, setting{"only_nargs", onlyNargs(all)})
+	settings = append(settings, areaSettings...)
 	if err := setSettings(spec, settings, v.fixed); err != nil {
 		return nil, err
 	}
@@ -200,7 +204,7 @@ func plan(opts *Options, hashFrames bool) (*object, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &object{spec: spec, variant: v.name, xprogs: xprogs, simplified: simplified}, nil
+	return &object{spec: spec, variant: v.name, xprogs: xprogs, simplified: simplified, geo: geo}, nil
 }
 
 // createMaps creates every map of obj once, .bss and .rodata included,
@@ -239,11 +243,7 @@ func (t *Tracer) createMaps(obj *object, opts Options) (map[string]*ebpf.Map, er
 			return nil, fmt.Errorf("attach: store the --arg/--filter program of function %d: %w", id, err)
 		}
 	}
-	if !opts.NoEvents && !opts.DryRun {
-		if err := t.createRings(spec.Maps["rings"].InnerMap, opts); err != nil {
-			return nil, err
-		}
-	}
+	t.geo = obj.geo
 	t.armed, t.stats = t.coll.Variables["armed"], t.coll.Variables["ftp_stats"]
 	t.windowExits = t.coll.Variables["window_exits"]
 	if t.armed == nil || t.stats == nil {

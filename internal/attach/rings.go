@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
@@ -8,44 +9,45 @@ import (
 	"github.com/ftprobe/ftprobe/internal/rings"
 )
 
-// sizeRings sizes the rings map of spec (bpf/trace.bpf.c): one slot per
-// possible CPU, each ringbuf of size bytes.
-func sizeRings(spec *ebpf.CollectionSpec, size uint32) error {
-	rs := spec.Maps["rings"]
-	if rs == nil || rs.InnerMap == nil {
-		return fmt.Errorf("BPF object lacks the rings map")
-	}
-	n, err := ebpf.PossibleCPU()
-	if err != nil {
-		return fmt.Errorf("possible CPUs: %w", err)
-	}
-	rs.MaxEntries = uint32(n)
-	rs.InnerMap = rs.InnerMap.Copy()
-	rs.InnerMap.MaxEntries = size
-	return nil
-}
+// areaChunk is the bytes of records per element of the areas map
+// (FTP_AREA_CHUNK in bpf/trace.bpf.c); each element has slack past it for
+// the record that starts last.
+const areaChunk = 1 << 16
 
-// createRings creates the ringbuf of every online CPU from spec and puts
-// it in the rings map at the CPU's index. A CPU brought online later has
-// none: its records are counted as ringbuf drops.
-func (t *Tracer) createRings(spec *ebpf.MapSpec, opts Options) error {
+// layoutAreas lays out the areas map of spec (bpf/trace.bpf.c) for
+// opts.RingbufSize bytes of records per online CPU: the CPUs' ids below
+// area_cpus, area_stride elements each (a control element and the record
+// elements). Without records, or in a dry run, the map gets one element:
+// the programs are the same, nothing is allocated. It returns the layout
+// and its settings.
+func layoutAreas(spec *ebpf.CollectionSpec, opts Options) (rings.Geometry, []setting, error) {
+	g := rings.Geometry{Chunk: areaChunk, Chunks: max(int(opts.RingbufSize)/areaChunk, 1)}
+	m := spec.Maps["areas"]
+	if m == nil {
+		return g, nil, fmt.Errorf("BPF object lacks the areas map")
+	}
+	g.ElemSize = int(m.ValueSize+7) &^ 7
 	cpus, err := rings.OnlineCPUs()
 	if err != nil {
-		return err
+		return g, nil, err
 	}
-	for _, cpu := range cpus {
-		m, err := ebpf.NewMap(spec)
-		if err != nil {
-			return opts.Kernel.Explain(opts.Mode, "", fmt.Errorf("create the ringbuf of CPU %d (%d bytes): %w", cpu, spec.MaxEntries, err))
-		}
-		t.rings = append(t.rings, rings.Ring{CPU: cpu, Map: m})
-		if err := t.maps.Rings.Put(uint32(cpu), m); err != nil {
-			return fmt.Errorf("put the ringbuf of CPU %d in the rings map: %w", cpu, err)
-		}
+	g.CPUs = cpus
+	settings := []setting{{"area_cpus", uint32(g.Slots())}, {"area_stride", uint32(g.Stride())}, {"area_mask", uint32(g.Chunks - 1)}}
+	n := g.Slots() * g.Stride()
+	if uint64(n)*uint64(g.ElemSize) >= 1<<32-1<<20 {
+		return g, nil, fmt.Errorf("records of %d bytes per CPU for %d CPUs: %w", g.Chunks*g.Chunk, g.Slots(), ErrAreasTooLarge)
 	}
-	return nil
+	m.MaxEntries = uint32(n)
+	if opts.NoEvents || opts.DryRun {
+		m.MaxEntries, g.CPUs = 1, nil
+	}
+	return g, settings, nil
 }
 
-// Rings returns the ringbuf of each online CPU (none with NoEvents or
-// DryRun); they close with the Tracer.
-func (t *Tracer) Rings() []rings.Ring { return t.rings }
+// ErrAreasTooLarge: the records of every CPU together exceed what one BPF
+// array holds (kernel/bpf/arraymap.c array_map_alloc: under 4 GiB).
+var ErrAreasTooLarge = errors.New("more than the 4 GiB one BPF array holds: a smaller --buffer-size fits")
+
+// Areas returns the records' memory of every CPU: the areas map and its
+// layout (no CPU with NoEvents or DryRun); the map closes with the Tracer.
+func (t *Tracer) Areas() (*ebpf.Map, rings.Geometry) { return t.maps.Areas, t.geo }

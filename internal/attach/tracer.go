@@ -21,7 +21,7 @@ type Tracer struct {
 	Failed   []Failure       // functions left out, with reasons
 
 	maps  bpfobj.TraceMaps
-	rings []rings.Ring     // the ringbuf of each online CPU, in the rings map
+	geo   rings.Geometry   // the areas map's layout: the records of each online CPU
 	coll  *ebpf.Collection // every map of the object, .bss and .rodata included
 	armed *ebpf.Variable   // armed (.bss)
 	// armedAt is CLOCK_MONOTONIC (bpf_ktime_get_ns's clock) just before
@@ -71,10 +71,10 @@ func (t *Tracer) ArgReads() (direct, compiled int64) {
 	return t.slots.Direct.Load(), t.slots.Compiled.Load()
 }
 
-// Reader opens a reader of the rings of every CPU (Rings) with o; the
+// Reader opens a reader of the records of every CPU (Areas) with o; the
 // caller closes it.
 func (t *Tracer) Reader(o rings.Options) (*rings.Reader, error) {
-	return rings.NewReader(t.rings, o)
+	return rings.NewReader(t.maps.Areas, t.geo, o)
 }
 
 // AddTGID adds a process to the tree filter (Filters.Tree). Its forks are

@@ -238,7 +238,7 @@ func TestInlinePredicatesTooFar(t *testing.T) {
 // object.
 func fakeMapFDs() map[string]asm.FDer {
 	fds := map[string]asm.FDer{}
-	for i, name := range []string{".rodata", ".bss", "rings", "tframes", "stacks", "zero_stack", "aggs", "errs", "tgids", "xprogs", "xscratch"} {
+	for i, name := range []string{".rodata", ".bss", "areas", "tframes", "stacks", "zero_stack", "aggs", "errs", "tgids", "xprogs", "xscratch"} {
 		fds[name] = fakeFD(100 + i)
 	}
 	return fds

@@ -49,9 +49,6 @@ func settingsOf(opts Options, hashFrames bool) ([]setting, error) {
 		// Only records come in leaves: without them it is off, as the
 		// stat object fixes it.
 		{"leaf_records", b2u8(!opts.LiveEntries && !opts.NoEvents)},
-		// Wake the reader (which polls every 100 ms anyway) once a
-		// quarter of the ring is unread.
-		{"wakeup_bytes", opts.RingbufSize / 4},
 		{"entry_only_funcs", b2u8(anyEntryOnly(opts.Funcs) || anyEntryOnly(opts.MultiFuncs))},
 	}, nil
 }

@@ -255,8 +255,8 @@ type TraceXvals struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	TraceMapAggs              = "aggs"
+	TraceMapAreas             = "areas"
 	TraceMapErrs              = "errs"
-	TraceMapRings             = "rings"
 	TraceMapStacks            = "stacks"
 	TraceMapTframes           = "tframes"
 	TraceMapTgids             = "tgids"
@@ -279,6 +279,9 @@ const (
 	TraceProgFtpKretprobe     = "ftp_kretprobe"
 	TraceProgFtpKsession      = "ftp_ksession"
 	TraceProgFtpRename        = "ftp_rename"
+	TraceVarAreaCpus          = "area_cpus"
+	TraceVarAreaMask          = "area_mask"
+	TraceVarAreaStride        = "area_stride"
 	TraceVarArmed             = "armed"
 	TraceVarEntryOnlyFuncs    = "entry_only_funcs"
 	TraceVarErrorsOnly        = "errors_only"
@@ -294,6 +297,7 @@ const (
 	TraceVarOnlyCookie        = "only_cookie"
 	TraceVarOnlyNargs         = "only_nargs"
 	TraceVarUnusedAgg         = "unused_agg"
+	TraceVarUnusedAreaCtl     = "unused_area_ctl"
 	TraceVarUnusedErrkey      = "unused_errkey"
 	TraceVarUnusedEvent       = "unused_event"
 	TraceVarUnusedFlags       = "unused_flags"
@@ -311,7 +315,6 @@ const (
 	TraceVarUnusedXflags      = "unused_xflags"
 	TraceVarUnusedXprog       = "unused_xprog"
 	TraceVarUnusedXvalFlags   = "unused_xval_flags"
-	TraceVarWakeupBytes       = "wakeup_bytes"
 	TraceVarWantAgg           = "want_agg"
 	TraceVarWantEvents        = "want_events"
 	TraceVarWantStack         = "want_stack"
@@ -389,8 +392,8 @@ type TraceProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceMapSpecs struct {
 	Aggs      *ebpf.MapSpec `ebpf:"aggs"`
+	Areas     *ebpf.MapSpec `ebpf:"areas"`
 	Errs      *ebpf.MapSpec `ebpf:"errs"`
-	Rings     *ebpf.MapSpec `ebpf:"rings"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
 	Tframes   *ebpf.MapSpec `ebpf:"tframes"`
 	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
@@ -403,6 +406,9 @@ type TraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceVariableSpecs struct {
+	AreaCpus        *ebpf.VariableSpec `ebpf:"area_cpus"`
+	AreaMask        *ebpf.VariableSpec `ebpf:"area_mask"`
+	AreaStride      *ebpf.VariableSpec `ebpf:"area_stride"`
 	Armed           *ebpf.VariableSpec `ebpf:"armed"`
 	EntryOnlyFuncs  *ebpf.VariableSpec `ebpf:"entry_only_funcs"`
 	ErrorsOnly      *ebpf.VariableSpec `ebpf:"errors_only"`
@@ -418,6 +424,7 @@ type TraceVariableSpecs struct {
 	OnlyCookie      *ebpf.VariableSpec `ebpf:"only_cookie"`
 	OnlyNargs       *ebpf.VariableSpec `ebpf:"only_nargs"`
 	UnusedAgg       *ebpf.VariableSpec `ebpf:"unused_agg"`
+	UnusedAreaCtl   *ebpf.VariableSpec `ebpf:"unused_area_ctl"`
 	UnusedErrkey    *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedFlags     *ebpf.VariableSpec `ebpf:"unused_flags"`
@@ -435,7 +442,6 @@ type TraceVariableSpecs struct {
 	UnusedXflags    *ebpf.VariableSpec `ebpf:"unused_xflags"`
 	UnusedXprog     *ebpf.VariableSpec `ebpf:"unused_xprog"`
 	UnusedXvalFlags *ebpf.VariableSpec `ebpf:"unused_xval_flags"`
-	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 	WantAgg         *ebpf.VariableSpec `ebpf:"want_agg"`
 	WantEvents      *ebpf.VariableSpec `ebpf:"want_events"`
 	WantStack       *ebpf.VariableSpec `ebpf:"want_stack"`
@@ -469,8 +475,8 @@ func (o *TraceObjects) Close() error {
 // It can be passed to LoadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceMaps struct {
 	Aggs      *ebpf.Map `ebpf:"aggs"`
+	Areas     *ebpf.Map `ebpf:"areas"`
 	Errs      *ebpf.Map `ebpf:"errs"`
-	Rings     *ebpf.Map `ebpf:"rings"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
 	Tframes   *ebpf.Map `ebpf:"tframes"`
 	Tgids     *ebpf.Map `ebpf:"tgids"`
@@ -482,8 +488,8 @@ type TraceMaps struct {
 func (m *TraceMaps) Close() error {
 	return _TraceClose(
 		m.Aggs,
+		m.Areas,
 		m.Errs,
-		m.Rings,
 		m.Stacks,
 		m.Tframes,
 		m.Tgids,
@@ -497,6 +503,9 @@ func (m *TraceMaps) Close() error {
 //
 // It can be passed to LoadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceVariables struct {
+	AreaCpus        *ebpf.Variable `ebpf:"area_cpus"`
+	AreaMask        *ebpf.Variable `ebpf:"area_mask"`
+	AreaStride      *ebpf.Variable `ebpf:"area_stride"`
 	Armed           *ebpf.Variable `ebpf:"armed"`
 	EntryOnlyFuncs  *ebpf.Variable `ebpf:"entry_only_funcs"`
 	ErrorsOnly      *ebpf.Variable `ebpf:"errors_only"`
@@ -512,6 +521,7 @@ type TraceVariables struct {
 	OnlyCookie      *ebpf.Variable `ebpf:"only_cookie"`
 	OnlyNargs       *ebpf.Variable `ebpf:"only_nargs"`
 	UnusedAgg       *ebpf.Variable `ebpf:"unused_agg"`
+	UnusedAreaCtl   *ebpf.Variable `ebpf:"unused_area_ctl"`
 	UnusedErrkey    *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedFlags     *ebpf.Variable `ebpf:"unused_flags"`
@@ -529,7 +539,6 @@ type TraceVariables struct {
 	UnusedXflags    *ebpf.Variable `ebpf:"unused_xflags"`
 	UnusedXprog     *ebpf.Variable `ebpf:"unused_xprog"`
 	UnusedXvalFlags *ebpf.Variable `ebpf:"unused_xval_flags"`
-	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
 	WantAgg         *ebpf.Variable `ebpf:"want_agg"`
 	WantEvents      *ebpf.Variable `ebpf:"want_events"`
 	WantStack       *ebpf.Variable `ebpf:"want_stack"`

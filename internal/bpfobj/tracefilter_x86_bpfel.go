@@ -111,8 +111,8 @@ type TraceFilterXprog struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	TraceFilterMapAggs                 = "aggs"
+	TraceFilterMapAreas                = "areas"
 	TraceFilterMapErrs                 = "errs"
-	TraceFilterMapRings                = "rings"
 	TraceFilterMapStacks               = "stacks"
 	TraceFilterMapTframes              = "tframes"
 	TraceFilterMapTgids                = "tgids"
@@ -135,6 +135,9 @@ const (
 	TraceFilterProgFtpKretprobe        = "ftp_kretprobe"
 	TraceFilterProgFtpKsession         = "ftp_ksession"
 	TraceFilterProgFtpRename           = "ftp_rename"
+	TraceFilterVarAreaCpus             = "area_cpus"
+	TraceFilterVarAreaMask             = "area_mask"
+	TraceFilterVarAreaStride           = "area_stride"
 	TraceFilterVarArmed                = "armed"
 	TraceFilterVarEntryOnlyFuncs       = "entry_only_funcs"
 	TraceFilterVarErrorsOnly           = "errors_only"
@@ -156,6 +159,7 @@ const (
 	TraceFilterVarOnlyCookie           = "only_cookie"
 	TraceFilterVarOnlyNargs            = "only_nargs"
 	TraceFilterVarUnusedAgg            = "unused_agg"
+	TraceFilterVarUnusedAreaCtl        = "unused_area_ctl"
 	TraceFilterVarUnusedErrkey         = "unused_errkey"
 	TraceFilterVarUnusedEvent          = "unused_event"
 	TraceFilterVarUnusedFlags          = "unused_flags"
@@ -173,7 +177,6 @@ const (
 	TraceFilterVarUnusedXflags         = "unused_xflags"
 	TraceFilterVarUnusedXprog          = "unused_xprog"
 	TraceFilterVarUnusedXvalFlags      = "unused_xval_flags"
-	TraceFilterVarWakeupBytes          = "wakeup_bytes"
 	TraceFilterVarWindowExits          = "window_exits"
 	TraceFilterVarWindowsOpen          = "windows_open"
 	TraceFilterVarX_entry              = "x_entry"
@@ -245,8 +248,8 @@ type TraceFilterProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceFilterMapSpecs struct {
 	Aggs      *ebpf.MapSpec `ebpf:"aggs"`
+	Areas     *ebpf.MapSpec `ebpf:"areas"`
 	Errs      *ebpf.MapSpec `ebpf:"errs"`
-	Rings     *ebpf.MapSpec `ebpf:"rings"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
 	Tframes   *ebpf.MapSpec `ebpf:"tframes"`
 	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
@@ -259,6 +262,9 @@ type TraceFilterMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceFilterVariableSpecs struct {
+	AreaCpus             *ebpf.VariableSpec `ebpf:"area_cpus"`
+	AreaMask             *ebpf.VariableSpec `ebpf:"area_mask"`
+	AreaStride           *ebpf.VariableSpec `ebpf:"area_stride"`
 	Armed                *ebpf.VariableSpec `ebpf:"armed"`
 	EntryOnlyFuncs       *ebpf.VariableSpec `ebpf:"entry_only_funcs"`
 	ErrorsOnly           *ebpf.VariableSpec `ebpf:"errors_only"`
@@ -280,6 +286,7 @@ type TraceFilterVariableSpecs struct {
 	OnlyCookie           *ebpf.VariableSpec `ebpf:"only_cookie"`
 	OnlyNargs            *ebpf.VariableSpec `ebpf:"only_nargs"`
 	UnusedAgg            *ebpf.VariableSpec `ebpf:"unused_agg"`
+	UnusedAreaCtl        *ebpf.VariableSpec `ebpf:"unused_area_ctl"`
 	UnusedErrkey         *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent          *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedFlags          *ebpf.VariableSpec `ebpf:"unused_flags"`
@@ -297,7 +304,6 @@ type TraceFilterVariableSpecs struct {
 	UnusedXflags         *ebpf.VariableSpec `ebpf:"unused_xflags"`
 	UnusedXprog          *ebpf.VariableSpec `ebpf:"unused_xprog"`
 	UnusedXvalFlags      *ebpf.VariableSpec `ebpf:"unused_xval_flags"`
-	WakeupBytes          *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 	WindowExits          *ebpf.VariableSpec `ebpf:"window_exits"`
 	WindowsOpen          *ebpf.VariableSpec `ebpf:"windows_open"`
 	X_entry              *ebpf.VariableSpec `ebpf:"x_entry"`
@@ -325,8 +331,8 @@ func (o *TraceFilterObjects) Close() error {
 // It can be passed to LoadTraceFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceFilterMaps struct {
 	Aggs      *ebpf.Map `ebpf:"aggs"`
+	Areas     *ebpf.Map `ebpf:"areas"`
 	Errs      *ebpf.Map `ebpf:"errs"`
-	Rings     *ebpf.Map `ebpf:"rings"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
 	Tframes   *ebpf.Map `ebpf:"tframes"`
 	Tgids     *ebpf.Map `ebpf:"tgids"`
@@ -338,8 +344,8 @@ type TraceFilterMaps struct {
 func (m *TraceFilterMaps) Close() error {
 	return _TraceFilterClose(
 		m.Aggs,
+		m.Areas,
 		m.Errs,
-		m.Rings,
 		m.Stacks,
 		m.Tframes,
 		m.Tgids,
@@ -353,6 +359,9 @@ func (m *TraceFilterMaps) Close() error {
 //
 // It can be passed to LoadTraceFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceFilterVariables struct {
+	AreaCpus             *ebpf.Variable `ebpf:"area_cpus"`
+	AreaMask             *ebpf.Variable `ebpf:"area_mask"`
+	AreaStride           *ebpf.Variable `ebpf:"area_stride"`
 	Armed                *ebpf.Variable `ebpf:"armed"`
 	EntryOnlyFuncs       *ebpf.Variable `ebpf:"entry_only_funcs"`
 	ErrorsOnly           *ebpf.Variable `ebpf:"errors_only"`
@@ -374,6 +383,7 @@ type TraceFilterVariables struct {
 	OnlyCookie           *ebpf.Variable `ebpf:"only_cookie"`
 	OnlyNargs            *ebpf.Variable `ebpf:"only_nargs"`
 	UnusedAgg            *ebpf.Variable `ebpf:"unused_agg"`
+	UnusedAreaCtl        *ebpf.Variable `ebpf:"unused_area_ctl"`
 	UnusedErrkey         *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent          *ebpf.Variable `ebpf:"unused_event"`
 	UnusedFlags          *ebpf.Variable `ebpf:"unused_flags"`
@@ -391,7 +401,6 @@ type TraceFilterVariables struct {
 	UnusedXflags         *ebpf.Variable `ebpf:"unused_xflags"`
 	UnusedXprog          *ebpf.Variable `ebpf:"unused_xprog"`
 	UnusedXvalFlags      *ebpf.Variable `ebpf:"unused_xval_flags"`
-	WakeupBytes          *ebpf.Variable `ebpf:"wakeup_bytes"`
 	WindowExits          *ebpf.Variable `ebpf:"window_exits"`
 	WindowsOpen          *ebpf.Variable `ebpf:"windows_open"`
 	X_entry              *ebpf.Variable `ebpf:"x_entry"`

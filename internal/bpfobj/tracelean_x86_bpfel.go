@@ -111,8 +111,8 @@ type TraceLeanXprog struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	TraceLeanMapAggs                  = "aggs"
+	TraceLeanMapAreas                 = "areas"
 	TraceLeanMapErrs                  = "errs"
-	TraceLeanMapRings                 = "rings"
 	TraceLeanMapStacks                = "stacks"
 	TraceLeanMapTframes               = "tframes"
 	TraceLeanMapTgids                 = "tgids"
@@ -135,6 +135,9 @@ const (
 	TraceLeanProgFtpKretprobe         = "ftp_kretprobe"
 	TraceLeanProgFtpKsession          = "ftp_ksession"
 	TraceLeanProgFtpRename            = "ftp_rename"
+	TraceLeanVarAreaCpus              = "area_cpus"
+	TraceLeanVarAreaMask              = "area_mask"
+	TraceLeanVarAreaStride            = "area_stride"
 	TraceLeanVarArmed                 = "armed"
 	TraceLeanVarEntryOnlyFuncs        = "entry_only_funcs"
 	TraceLeanVarFilterComm            = "filter_comm"
@@ -158,6 +161,7 @@ const (
 	TraceLeanVarOnlyCookie            = "only_cookie"
 	TraceLeanVarOnlyNargs             = "only_nargs"
 	TraceLeanVarUnusedAgg             = "unused_agg"
+	TraceLeanVarUnusedAreaCtl         = "unused_area_ctl"
 	TraceLeanVarUnusedErrkey          = "unused_errkey"
 	TraceLeanVarUnusedEvent           = "unused_event"
 	TraceLeanVarUnusedFlags           = "unused_flags"
@@ -175,7 +179,6 @@ const (
 	TraceLeanVarUnusedXflags          = "unused_xflags"
 	TraceLeanVarUnusedXprog           = "unused_xprog"
 	TraceLeanVarUnusedXvalFlags       = "unused_xval_flags"
-	TraceLeanVarWakeupBytes           = "wakeup_bytes"
 	TraceLeanVarWindowExits           = "window_exits"
 	TraceLeanVarWindowsOpen           = "windows_open"
 )
@@ -245,8 +248,8 @@ type TraceLeanProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceLeanMapSpecs struct {
 	Aggs      *ebpf.MapSpec `ebpf:"aggs"`
+	Areas     *ebpf.MapSpec `ebpf:"areas"`
 	Errs      *ebpf.MapSpec `ebpf:"errs"`
-	Rings     *ebpf.MapSpec `ebpf:"rings"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
 	Tframes   *ebpf.MapSpec `ebpf:"tframes"`
 	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
@@ -259,6 +262,9 @@ type TraceLeanMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceLeanVariableSpecs struct {
+	AreaCpus              *ebpf.VariableSpec `ebpf:"area_cpus"`
+	AreaMask              *ebpf.VariableSpec `ebpf:"area_mask"`
+	AreaStride            *ebpf.VariableSpec `ebpf:"area_stride"`
 	Armed                 *ebpf.VariableSpec `ebpf:"armed"`
 	EntryOnlyFuncs        *ebpf.VariableSpec `ebpf:"entry_only_funcs"`
 	FilterComm            *ebpf.VariableSpec `ebpf:"filter_comm"`
@@ -282,6 +288,7 @@ type TraceLeanVariableSpecs struct {
 	OnlyCookie            *ebpf.VariableSpec `ebpf:"only_cookie"`
 	OnlyNargs             *ebpf.VariableSpec `ebpf:"only_nargs"`
 	UnusedAgg             *ebpf.VariableSpec `ebpf:"unused_agg"`
+	UnusedAreaCtl         *ebpf.VariableSpec `ebpf:"unused_area_ctl"`
 	UnusedErrkey          *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent           *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedFlags           *ebpf.VariableSpec `ebpf:"unused_flags"`
@@ -299,7 +306,6 @@ type TraceLeanVariableSpecs struct {
 	UnusedXflags          *ebpf.VariableSpec `ebpf:"unused_xflags"`
 	UnusedXprog           *ebpf.VariableSpec `ebpf:"unused_xprog"`
 	UnusedXvalFlags       *ebpf.VariableSpec `ebpf:"unused_xval_flags"`
-	WakeupBytes           *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 	WindowExits           *ebpf.VariableSpec `ebpf:"window_exits"`
 	WindowsOpen           *ebpf.VariableSpec `ebpf:"windows_open"`
 }
@@ -325,8 +331,8 @@ func (o *TraceLeanObjects) Close() error {
 // It can be passed to LoadTraceLeanObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceLeanMaps struct {
 	Aggs      *ebpf.Map `ebpf:"aggs"`
+	Areas     *ebpf.Map `ebpf:"areas"`
 	Errs      *ebpf.Map `ebpf:"errs"`
-	Rings     *ebpf.Map `ebpf:"rings"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
 	Tframes   *ebpf.Map `ebpf:"tframes"`
 	Tgids     *ebpf.Map `ebpf:"tgids"`
@@ -338,8 +344,8 @@ type TraceLeanMaps struct {
 func (m *TraceLeanMaps) Close() error {
 	return _TraceLeanClose(
 		m.Aggs,
+		m.Areas,
 		m.Errs,
-		m.Rings,
 		m.Stacks,
 		m.Tframes,
 		m.Tgids,
@@ -353,6 +359,9 @@ func (m *TraceLeanMaps) Close() error {
 //
 // It can be passed to LoadTraceLeanObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceLeanVariables struct {
+	AreaCpus              *ebpf.Variable `ebpf:"area_cpus"`
+	AreaMask              *ebpf.Variable `ebpf:"area_mask"`
+	AreaStride            *ebpf.Variable `ebpf:"area_stride"`
 	Armed                 *ebpf.Variable `ebpf:"armed"`
 	EntryOnlyFuncs        *ebpf.Variable `ebpf:"entry_only_funcs"`
 	FilterComm            *ebpf.Variable `ebpf:"filter_comm"`
@@ -376,6 +385,7 @@ type TraceLeanVariables struct {
 	OnlyCookie            *ebpf.Variable `ebpf:"only_cookie"`
 	OnlyNargs             *ebpf.Variable `ebpf:"only_nargs"`
 	UnusedAgg             *ebpf.Variable `ebpf:"unused_agg"`
+	UnusedAreaCtl         *ebpf.Variable `ebpf:"unused_area_ctl"`
 	UnusedErrkey          *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent           *ebpf.Variable `ebpf:"unused_event"`
 	UnusedFlags           *ebpf.Variable `ebpf:"unused_flags"`
@@ -393,7 +403,6 @@ type TraceLeanVariables struct {
 	UnusedXflags          *ebpf.Variable `ebpf:"unused_xflags"`
 	UnusedXprog           *ebpf.Variable `ebpf:"unused_xprog"`
 	UnusedXvalFlags       *ebpf.Variable `ebpf:"unused_xval_flags"`
-	WakeupBytes           *ebpf.Variable `ebpf:"wakeup_bytes"`
 	WindowExits           *ebpf.Variable `ebpf:"window_exits"`
 	WindowsOpen           *ebpf.Variable `ebpf:"windows_open"`
 }

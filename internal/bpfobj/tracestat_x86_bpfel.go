@@ -111,8 +111,8 @@ type TraceStatXprog struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	TraceStatMapAggs                = "aggs"
+	TraceStatMapAreas               = "areas"
 	TraceStatMapErrs                = "errs"
-	TraceStatMapRings               = "rings"
 	TraceStatMapStacks              = "stacks"
 	TraceStatMapTframes             = "tframes"
 	TraceStatMapTgids               = "tgids"
@@ -135,6 +135,9 @@ const (
 	TraceStatProgFtpKretprobe       = "ftp_kretprobe"
 	TraceStatProgFtpKsession        = "ftp_ksession"
 	TraceStatProgFtpRename          = "ftp_rename"
+	TraceStatVarAreaCpus            = "area_cpus"
+	TraceStatVarAreaMask            = "area_mask"
+	TraceStatVarAreaStride          = "area_stride"
 	TraceStatVarArmed               = "armed"
 	TraceStatVarEntryOnlyFuncs      = "entry_only_funcs"
 	TraceStatVarErrorsOnly          = "errors_only"
@@ -155,6 +158,7 @@ const (
 	TraceStatVarOnlyCookie          = "only_cookie"
 	TraceStatVarOnlyNargs           = "only_nargs"
 	TraceStatVarUnusedAgg           = "unused_agg"
+	TraceStatVarUnusedAreaCtl       = "unused_area_ctl"
 	TraceStatVarUnusedErrkey        = "unused_errkey"
 	TraceStatVarUnusedEvent         = "unused_event"
 	TraceStatVarUnusedFlags         = "unused_flags"
@@ -172,7 +176,6 @@ const (
 	TraceStatVarUnusedXflags        = "unused_xflags"
 	TraceStatVarUnusedXprog         = "unused_xprog"
 	TraceStatVarUnusedXvalFlags     = "unused_xval_flags"
-	TraceStatVarWakeupBytes         = "wakeup_bytes"
 	TraceStatVarWindow              = "window"
 	TraceStatVarWindowExits         = "window_exits"
 	TraceStatVarWindowsOpen         = "windows_open"
@@ -245,8 +248,8 @@ type TraceStatProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceStatMapSpecs struct {
 	Aggs      *ebpf.MapSpec `ebpf:"aggs"`
+	Areas     *ebpf.MapSpec `ebpf:"areas"`
 	Errs      *ebpf.MapSpec `ebpf:"errs"`
-	Rings     *ebpf.MapSpec `ebpf:"rings"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
 	Tframes   *ebpf.MapSpec `ebpf:"tframes"`
 	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
@@ -259,6 +262,9 @@ type TraceStatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TraceStatVariableSpecs struct {
+	AreaCpus            *ebpf.VariableSpec `ebpf:"area_cpus"`
+	AreaMask            *ebpf.VariableSpec `ebpf:"area_mask"`
+	AreaStride          *ebpf.VariableSpec `ebpf:"area_stride"`
 	Armed               *ebpf.VariableSpec `ebpf:"armed"`
 	EntryOnlyFuncs      *ebpf.VariableSpec `ebpf:"entry_only_funcs"`
 	ErrorsOnly          *ebpf.VariableSpec `ebpf:"errors_only"`
@@ -279,6 +285,7 @@ type TraceStatVariableSpecs struct {
 	OnlyCookie          *ebpf.VariableSpec `ebpf:"only_cookie"`
 	OnlyNargs           *ebpf.VariableSpec `ebpf:"only_nargs"`
 	UnusedAgg           *ebpf.VariableSpec `ebpf:"unused_agg"`
+	UnusedAreaCtl       *ebpf.VariableSpec `ebpf:"unused_area_ctl"`
 	UnusedErrkey        *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent         *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedFlags         *ebpf.VariableSpec `ebpf:"unused_flags"`
@@ -296,7 +303,6 @@ type TraceStatVariableSpecs struct {
 	UnusedXflags        *ebpf.VariableSpec `ebpf:"unused_xflags"`
 	UnusedXprog         *ebpf.VariableSpec `ebpf:"unused_xprog"`
 	UnusedXvalFlags     *ebpf.VariableSpec `ebpf:"unused_xval_flags"`
-	WakeupBytes         *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 	Window              *ebpf.VariableSpec `ebpf:"window"`
 	WindowExits         *ebpf.VariableSpec `ebpf:"window_exits"`
 	WindowsOpen         *ebpf.VariableSpec `ebpf:"windows_open"`
@@ -325,8 +331,8 @@ func (o *TraceStatObjects) Close() error {
 // It can be passed to LoadTraceStatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceStatMaps struct {
 	Aggs      *ebpf.Map `ebpf:"aggs"`
+	Areas     *ebpf.Map `ebpf:"areas"`
 	Errs      *ebpf.Map `ebpf:"errs"`
-	Rings     *ebpf.Map `ebpf:"rings"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
 	Tframes   *ebpf.Map `ebpf:"tframes"`
 	Tgids     *ebpf.Map `ebpf:"tgids"`
@@ -338,8 +344,8 @@ type TraceStatMaps struct {
 func (m *TraceStatMaps) Close() error {
 	return _TraceStatClose(
 		m.Aggs,
+		m.Areas,
 		m.Errs,
-		m.Rings,
 		m.Stacks,
 		m.Tframes,
 		m.Tgids,
@@ -353,6 +359,9 @@ func (m *TraceStatMaps) Close() error {
 //
 // It can be passed to LoadTraceStatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TraceStatVariables struct {
+	AreaCpus            *ebpf.Variable `ebpf:"area_cpus"`
+	AreaMask            *ebpf.Variable `ebpf:"area_mask"`
+	AreaStride          *ebpf.Variable `ebpf:"area_stride"`
 	Armed               *ebpf.Variable `ebpf:"armed"`
 	EntryOnlyFuncs      *ebpf.Variable `ebpf:"entry_only_funcs"`
 	ErrorsOnly          *ebpf.Variable `ebpf:"errors_only"`
@@ -373,6 +382,7 @@ type TraceStatVariables struct {
 	OnlyCookie          *ebpf.Variable `ebpf:"only_cookie"`
 	OnlyNargs           *ebpf.Variable `ebpf:"only_nargs"`
 	UnusedAgg           *ebpf.Variable `ebpf:"unused_agg"`
+	UnusedAreaCtl       *ebpf.Variable `ebpf:"unused_area_ctl"`
 	UnusedErrkey        *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent         *ebpf.Variable `ebpf:"unused_event"`
 	UnusedFlags         *ebpf.Variable `ebpf:"unused_flags"`
@@ -390,7 +400,6 @@ type TraceStatVariables struct {
 	UnusedXflags        *ebpf.Variable `ebpf:"unused_xflags"`
 	UnusedXprog         *ebpf.Variable `ebpf:"unused_xprog"`
 	UnusedXvalFlags     *ebpf.Variable `ebpf:"unused_xval_flags"`
-	WakeupBytes         *ebpf.Variable `ebpf:"wakeup_bytes"`
 	Window              *ebpf.Variable `ebpf:"window"`
 	WindowExits         *ebpf.Variable `ebpf:"window_exits"`
 	WindowsOpen         *ebpf.Variable `ebpf:"windows_open"`

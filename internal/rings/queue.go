@@ -1,23 +1,14 @@
 package rings
 
-import (
-	"errors"
-	"os"
-	"time"
-	"unsafe"
-
-	"github.com/cilium/ebpf/ringbuf"
-)
-
-// queue holds one CPU's records copied out of its ring, in ring order.
+// queue holds one CPU's records copied out of its area, in their order.
 type queue struct {
 	cpu   int
-	rd    *ringbuf.Reader
-	arena []byte // the records, back to back from off[hd]
+	area  area
+	pos   uint64 // the area's next record
+	arena []byte // the records, back to back from recs[hd].start
 	recs  []span // queued records; recs[hd:] are unread
 	hd    int
 	more  bool // the last fill stopped at the queue's bound
-	rec   ringbuf.Record
 }
 
 // span is one record in a queue's arena.
@@ -25,10 +16,6 @@ type span struct {
 	start, end int
 	ts         uint64
 }
-
-// maxRecord is the room kept free in an arena for the next record: the
-// largest record ftprobe's programs write is well under it.
-const maxRecord = 64 << 10
 
 func (q *queue) len() int { return len(q.recs) - q.hd }
 
@@ -41,11 +28,12 @@ func (q *queue) pop() []byte {
 	return q.arena[s.start:s.end]
 }
 
-// fill reads the ring's committed records into the queue until the ring
-// is empty or the queue holds o.QueueBytes; it returns how many it read.
-func (q *queue) fill(o Options) (int, error) {
-	if q.rd.AvailableBytes() == 0 {
-		return 0, nil
+// fill copies the committed records of the CPU's area into the queue
+// until none is left or the queue holds o.QueueBytes, then gives their
+// space back; it returns how many it copied.
+func (q *queue) fill(o Options) int {
+	if !q.area.pending(q.pos) {
+		return 0
 	}
 	q.compact()
 	n := 0
@@ -55,35 +43,25 @@ func (q *queue) fill(o Options) (int, error) {
 			q.more = true
 			break
 		}
-		if cap(q.arena)-len(q.arena) < maxRecord {
-			q.grow()
+		b, next := q.area.next(q.pos)
+		if b == nil {
+			break
 		}
-		end := len(q.arena)
-		q.rec.RawSample = q.arena[end:end:cap(q.arena)]
-		q.rd.SetDeadline(time.Unix(1, 0)) // in the past: never block
-		if err := q.rd.ReadInto(&q.rec); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				break
-			}
-			return n, err
-		}
-		b := q.rec.RawSample
-		if len(b) > 0 && unsafe.SliceData(b) != unsafe.SliceData(q.arena[end:cap(q.arena)]) {
-			q.arena = append(q.arena, b...) // larger than the room kept free
-		} else {
-			q.arena = q.arena[:end+len(b)]
-		}
+		start := len(q.arena)
+		q.arena = append(q.arena, b...)
 		var ts uint64
 		if o.Timestamp != nil {
 			ts = o.Timestamp(b)
 		}
-		q.recs = append(q.recs, span{end, len(q.arena), ts})
+		q.recs = append(q.recs, span{start, len(q.arena), ts})
+		q.area.consume(q.pos, len(b))
+		q.pos = next
 		n++
-		if q.rec.Remaining == 0 {
-			break
-		}
 	}
-	return n, nil
+	if n > 0 {
+		q.area.publish(q.pos)
+	}
+	return n
 }
 
 // bytes is the size of the unread records.
@@ -113,11 +91,4 @@ func (q *queue) compact() {
 		q.recs[i].start -= off
 		q.recs[i].end -= off
 	}
-}
-
-// grow doubles the arena (at least maxRecord free).
-func (q *queue) grow() {
-	b := make([]byte, len(q.arena), max(2*cap(q.arena), len(q.arena)+maxRecord, 4*maxRecord))
-	copy(b, q.arena)
-	q.arena = b
 }

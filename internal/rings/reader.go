@@ -1,11 +1,14 @@
-// Package rings reads records from one BPF ringbuf per CPU and merges them
-// into one stream: in timestamp order, each record held at most a bounded
-// delay after its timestamp (Ordered), or as they come (counting readers).
+// Package rings reads the records ftprobe's trace programs write in place
+// into the memory of each CPU (the areas map of bpf/trace.bpf.c, a
+// BPF_F_MMAPABLE array mapped here) and merges them into one stream: in
+// timestamp order, each record held at most a bounded delay after its
+// timestamp (Ordered), or as they come (counting readers).
 //
-// One ringbuf per CPU keeps producers on different CPUs off each other's
-// ringbuf lock (kernel/bpf/ringbuf.c __bpf_ringbuf_reserve takes the ring's
-// spinlock for every record). Records are copied out of each ring into a
-// per-CPU queue as soon as they are seen, so the kernel's space is freed
+// Each CPU's programs reserve space with a compare-and-swap on that CPU's
+// head and publish a record by storing its length last; the reader
+// copies records out, zeroes them and advances the CPU's tail. CPUs never
+// share a lock, and no record costs a helper call. Records are copied
+// into a per-CPU queue as soon as they are seen, so the space is given back
 // early, up to a bound per queue (QueueBytes); a record leaves its queue
 // when it is the oldest of all queues' heads and its timestamp is older
 // than the reader's clock minus the delay, or when the reader drains
@@ -23,12 +26,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Ring is the ringbuf of one CPU.
-type Ring struct {
-	CPU int
-	Map *ebpf.Map // BPF_MAP_TYPE_RINGBUF
-}
-
 // Options configure a Reader.
 type Options struct {
 	// Delay is how long after its timestamp a record waits for older
@@ -41,8 +38,11 @@ type Options struct {
 	// (bpf_ktime_get_ns); needed with Delay.
 	Timestamp func(rec []byte) uint64
 	// QueueBytes bounds the bytes held per CPU (default DefaultQueueBytes):
-	// beyond it, records wait in the kernel's ring.
+	// beyond it, records wait in the CPU's area.
 	QueueBytes int
+	// Poll is how often the reader looks at the areas when nothing is
+	// due (default DefaultPoll): the programs never wake it.
+	Poll time.Duration
 }
 
 // DefaultDelay is the delay trace uses: ten times the longest a record was
@@ -52,13 +52,15 @@ const DefaultDelay = 20 * time.Millisecond
 // DefaultQueueBytes is the default bound of a CPU's queue.
 const DefaultQueueBytes = 1 << 20
 
-// Reader reads the rings of several CPUs as one stream of records. It is
-// not safe for concurrent use; the caller must Close it.
+// DefaultPoll is the default interval between looks at idle areas.
+const DefaultPoll = 10 * time.Millisecond
+
+// Reader reads the records of several CPUs as one stream. It is not
+// safe for concurrent use; the caller must Close it.
 type Reader struct {
 	o        Options
+	mem      []byte // the mapped areas map
 	qs       []*queue
-	epfd     int
-	evs      []unix.EpollEvent
 	deadline time.Time
 	final    bool
 	refill   *queue // emptied with records left behind its bound
@@ -67,38 +69,33 @@ type Reader struct {
 	clock func() uint64
 }
 
-// NewReader opens a Reader on rs (none: the reader only waits, for a
-// trace that sends no records).
-func NewReader(rs []Ring, o Options) (_ *Reader, err error) {
+// NewReader maps m, the areas map laid out as g, and reads the records of
+// g's CPUs (none: the reader only waits, for a trace that sends no
+// records).
+func NewReader(m *ebpf.Map, g Geometry, o Options) (*Reader, error) {
 	if o.Delay > 0 && o.Timestamp == nil {
 		return nil, errors.New("rings: ordering needs the records' timestamps")
 	}
 	if o.QueueBytes <= 0 {
 		o.QueueBytes = DefaultQueueBytes
 	}
-	r := &Reader{o: o, epfd: -1, clock: monotonic}
-	defer func() {
-		if err != nil {
-			r.Close()
-		}
-	}()
-	if r.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("rings: epoll_create1: %w", err)
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
 	}
-	for i, ring := range rs {
-		rd, err := ringbuf.NewReader(ring.Map)
-		if err != nil {
-			return nil, fmt.Errorf("rings: reader of CPU %d's ringbuf: %w", ring.CPU, err)
-		}
-		r.qs = append(r.qs, &queue{cpu: ring.CPU, rd: rd})
-		// Edge-triggered: a ring whose queue is full keeps its unread
-		// records without waking the reader again and again.
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(i)}
-		if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_ADD, ring.Map.FD(), &ev); err != nil {
-			return nil, fmt.Errorf("rings: epoll_ctl on CPU %d's ringbuf: %w", ring.CPU, err)
-		}
+	r := &Reader{o: o, clock: monotonic}
+	if len(g.CPUs) == 0 {
+		return r, nil
 	}
-	r.evs = make([]unix.EpollEvent, max(len(rs), 1))
+	ps := os.Getpagesize()
+	size := (g.Bytes() + ps - 1) / ps * ps
+	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("rings: mmap the records of %d CPUs (%d bytes): %w", len(g.CPUs), size, err)
+	}
+	r.mem = mem
+	for _, cpu := range g.CPUs {
+		r.qs = append(r.qs, &queue{cpu: cpu, area: newArea(mem, g, cpu)})
+	}
 	return r, nil
 }
 
@@ -120,9 +117,7 @@ func (r *Reader) ReadInto(rec *ringbuf.Record) error {
 	// before any other CPU's record is chosen: its next ones may be older.
 	if q := r.refill; q != nil {
 		r.refill = nil
-		if _, err := q.fill(r.o); err != nil {
-			return err
-		}
+		q.fill(r.o)
 	}
 	for {
 		if q := r.due(); q != nil {
@@ -133,11 +128,7 @@ func (r *Reader) ReadInto(rec *ringbuf.Record) error {
 			}
 			return nil
 		}
-		read, err := r.fill()
-		if err != nil {
-			return err
-		}
-		if read {
+		if r.fill() {
 			continue
 		}
 		if r.final {
@@ -180,51 +171,43 @@ func (r *Reader) due() *queue {
 	return best
 }
 
-// fill copies the committed records of every ring into its queue, up to
-// the queue's bound; it reports whether it read any.
-func (r *Reader) fill() (bool, error) {
+// fill copies the committed records of every CPU into its queue, up to
+// the queue's bound; it reports whether it copied any.
+func (r *Reader) fill() bool {
 	read := false
 	for _, q := range r.qs {
-		n, err := q.fill(r.o)
-		if err != nil {
-			return read, fmt.Errorf("rings: CPU %d's ringbuf: %w", q.cpu, err)
-		}
-		read = read || n > 0
+		read = q.fill(r.o) > 0 || read
 	}
 	r.now = r.clock()
-	return read, nil
+	return read
 }
 
-// empty reports whether every queue and ring is empty.
+// empty reports whether every queue and area is empty.
 func (r *Reader) empty() bool {
 	for _, q := range r.qs {
-		if q.len() > 0 || q.rd.AvailableBytes() > 0 {
+		if q.len() > 0 || q.area.pending(q.pos) {
 			return false
 		}
 	}
 	return true
 }
 
-// wait sleeps until a ring signals data, the oldest queued record is due,
-// or the deadline; past the deadline it returns os.ErrDeadlineExceeded.
+// wait sleeps until the oldest queued record is due, the next look at
+// the areas (Poll) or the deadline; past the deadline it returns
+// os.ErrDeadlineExceeded.
 func (r *Reader) wait() error {
 	now := time.Now()
 	if !r.deadline.IsZero() && !now.Before(r.deadline) {
 		return os.ErrDeadlineExceeded
 	}
-	until := r.deadline
-	if d, ok := r.untilDue(); ok {
-		if t := now.Add(d); until.IsZero() || t.Before(until) {
-			until = t
-		}
+	until := now.Add(r.o.Poll)
+	if !r.deadline.IsZero() && r.deadline.Before(until) {
+		until = r.deadline
 	}
-	ms := -1
-	if !until.IsZero() {
-		ms = int((until.Sub(now) + time.Millisecond - 1) / time.Millisecond)
+	if d, ok := r.untilDue(); ok && now.Add(d).Before(until) {
+		until = now.Add(d)
 	}
-	if _, err := unix.EpollWait(r.epfd, r.evs, ms); err != nil && !errors.Is(err, unix.EINTR) {
-		return fmt.Errorf("rings: epoll_wait: %w", err)
-	}
+	time.Sleep(until.Sub(now))
 	return nil
 }
 
@@ -250,17 +233,14 @@ func (r *Reader) untilDue() (time.Duration, bool) {
 	return time.Duration(due - r.now), true
 }
 
-// Close closes every ring's reader.
+// Close unmaps the areas.
 func (r *Reader) Close() error {
-	var errs []error
-	for _, q := range r.qs {
-		errs = append(errs, q.rd.Close())
+	if r.mem == nil {
+		return nil
 	}
-	if r.epfd >= 0 {
-		errs = append(errs, unix.Close(r.epfd))
-		r.epfd = -1
-	}
-	return errors.Join(errs...)
+	err := unix.Munmap(r.mem)
+	r.mem, r.qs = nil, nil
+	return err
 }
 
 // monotonic is CLOCK_MONOTONIC in ns, bpf_ktime_get_ns's clock.

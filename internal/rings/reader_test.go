@@ -5,50 +5,76 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
-// producer is a ringbuf and a raw_tracepoint program that writes its
-// context's two u64 (a timestamp and a sequence number) to it as one
-// 16-byte record, run with BPF_PROG_TEST_RUN.
-type producer struct {
-	m *ebpf.Map
-	p *ebpf.Program
+// testGeometry: 4 record elements of 256 bytes (and 64 of slack) per CPU.
+func testGeometry(cpus ...int) Geometry {
+	return Geometry{CPUs: cpus, Chunk: 256, Chunks: 4, ElemSize: 320}
 }
 
-func newProducer(t *testing.T, size uint32) *producer {
+// areasMap creates a BPF_F_MMAPABLE array laid out as g.
+func areasMap(t *testing.T, g Geometry) *ebpf.Map {
 	t.Helper()
-	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.RingBuf, MaxEntries: size})
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: uint32(g.ElemSize),
+		MaxEntries: uint32(g.Slots() * g.Stride()), Flags: unix.BPF_F_MMAPABLE})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
-	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, License: "GPL", Instructions: asm.Instructions{
-		asm.LoadMem(asm.R2, asm.R1, 0, asm.DWord), asm.StoreMem(asm.RFP, -16, asm.R2, asm.DWord),
-		asm.LoadMem(asm.R2, asm.R1, 8, asm.DWord), asm.StoreMem(asm.RFP, -8, asm.R2, asm.DWord),
-		asm.Mov.Reg(asm.R2, asm.RFP), asm.Add.Imm(asm.R2, -16),
-		asm.LoadMapPtr(asm.R1, m.FD()), asm.Mov.Imm(asm.R3, 16), asm.Mov.Imm(asm.R4, 0),
-		asm.FnRingbufOutput.Call(), asm.Return(),
-	}})
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Close() })
-	return &producer{m: m, p: p}
+	return m
 }
 
-// put writes records (ts, seq) for each ts; it fails the test on a full ring.
-func (pr *producer) put(t *testing.T, seq *uint64, ts ...uint64) {
+// producer writes records into one CPU's area of its own mapping of the
+// areas map the way bpf/trace.bpf.c does: reserve at the head if the
+// tail leaves room, write the record, store its length last.
+type producer struct{ a area }
+
+func newProducer(t *testing.T, m *ebpf.Map, g Geometry, cpu int) *producer {
+	t.Helper()
+	ps := os.Getpagesize()
+	mem, err := unix.Mmap(m.FD(), 0, (g.Bytes()+ps-1)/ps*ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Munmap(mem) })
+	return &producer{a: newArea(mem, g, cpu)}
+}
+
+// try writes a 16-byte record (ts, seq); false when the area is full.
+func (p *producer) try(ts, seq uint64) bool {
+	h, tail := atomic.LoadUint64(p.a.head), atomic.LoadUint64(p.a.tail)
+	const need = 8 + 16
+	if h+need-tail > uint64(p.a.g.Chunk*p.a.g.Chunks) {
+		return false
+	}
+	atomic.StoreUint64(p.a.head, h+need)
+	at := p.a.at(h)
+	binary.LittleEndian.PutUint64(p.a.mem[at+8:], ts)
+	binary.LittleEndian.PutUint64(p.a.mem[at+16:], seq)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&p.a.mem[at])), 16)
+	return true
+}
+
+// put writes records (ts, seq) for each ts; it fails the test on a full area.
+func (p *producer) put(t *testing.T, seq *uint64, ts ...uint64) {
 	t.Helper()
 	for _, v := range ts {
 		*seq++
-		ret, err := pr.p.Run(&ebpf.RunOptions{Context: []uint64{v, *seq}})
-		require.NoError(t, err)
-		require.Zero(t, ret, "bpf_ringbuf_output of record %d", *seq)
+		require.True(t, p.try(v, *seq), "record %d", *seq)
 	}
+}
+
+// twoCPUs is an areas map for CPUs 0 and cpu1 with a producer on each.
+func twoCPUs(t *testing.T, cpu1 int) (*ebpf.Map, Geometry, *producer, *producer) {
+	g := testGeometry(0, cpu1)
+	m := areasMap(t, g)
+	return m, g, newProducer(t, m, g, 0), newProducer(t, m, g, cpu1)
 }
 
 func tsOf(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
@@ -73,11 +99,11 @@ func readAll(t *testing.T, r *Reader) (ts, seq []uint64) {
 // TestMergeByTimestamp: two CPUs' rings come out as one stream in
 // timestamp order once final, each ring's records in their own order.
 func TestMergeByTimestamp(t *testing.T) {
-	a, b := newProducer(t, 4096), newProducer(t, 4096)
+	m, g, a, b := twoCPUs(t, 1)
 	var seq uint64
 	a.put(t, &seq, 10, 30, 50)
 	b.put(t, &seq, 20, 40)
-	r, err := NewReader([]Ring{{0, a.m}, {1, b.m}}, Options{Delay: time.Second, Timestamp: tsOf})
+	r, err := NewReader(m, g, Options{Delay: time.Second, Timestamp: tsOf})
 	require.NoError(t, err)
 	defer r.Close()
 	r.clock = func() uint64 { return 100 } // nothing is a second old
@@ -93,11 +119,11 @@ func TestMergeByTimestamp(t *testing.T) {
 // TestDelayReleasesOldRecords: a record leaves once the clock passes its
 // timestamp plus the delay, the oldest first across the rings.
 func TestDelayReleasesOldRecords(t *testing.T) {
-	a, b := newProducer(t, 4096), newProducer(t, 4096)
+	m, g, a, b := twoCPUs(t, 3)
 	var seq uint64
 	a.put(t, &seq, 1000, 1300)
 	b.put(t, &seq, 1100, 1250)
-	r, err := NewReader([]Ring{{0, a.m}, {3, b.m}}, Options{Delay: 100 * time.Nanosecond, Timestamp: tsOf})
+	r, err := NewReader(m, g, Options{Delay: 100 * time.Nanosecond, Timestamp: tsOf})
 	require.NoError(t, err)
 	defer r.Close()
 	now := uint64(1260)
@@ -116,11 +142,11 @@ func TestDelayReleasesOldRecords(t *testing.T) {
 // TestUnorderedReadsRingByRing: without a delay records come as read,
 // ring after ring, with no timestamp needed.
 func TestUnorderedReadsRingByRing(t *testing.T) {
-	a, b := newProducer(t, 4096), newProducer(t, 4096)
+	m, g, a, b := twoCPUs(t, 1)
 	var seq uint64
 	a.put(t, &seq, 50, 10)
 	b.put(t, &seq, 5)
-	r, err := NewReader([]Ring{{0, a.m}, {1, b.m}}, Options{})
+	r, err := NewReader(m, g, Options{})
 	require.NoError(t, err)
 	defer r.Close()
 	r.SetDeadline(time.Now())
@@ -129,34 +155,56 @@ func TestUnorderedReadsRingByRing(t *testing.T) {
 	assert.Equal(t, []uint64{1, 2, 3}, s)
 }
 
-// TestQueueBoundAndCompaction: a queue bound of a few records makes the
-// reader go back to the ring many times and compact its arena; every
-// record comes out once, in order.
-func TestQueueBoundAndCompaction(t *testing.T) {
+// TestAreaWrapsAndFills: 3,000 records per CPU through areas of 1 KiB
+// (42 records) read with a queue bound of a few records: the producers
+// find the area full until the reader gives space back, the positions
+// wrap around the elements many times, the queues compact, and every
+// record comes out once, in timestamp order.
+func TestAreaWrapsAndFills(t *testing.T) {
 	const n = 3000
-	a, b := newProducer(t, 1<<20), newProducer(t, 1<<20)
-	var seq uint64
-	for i := uint64(0); i < n; i++ {
-		a.put(t, &seq, 2*i)
-		b.put(t, &seq, 2*i+1)
-	}
-	r, err := NewReader([]Ring{{0, a.m}, {1, b.m}}, Options{Delay: time.Hour, Timestamp: tsOf, QueueBytes: 100})
+	m, g, a, b := twoCPUs(t, 1)
+	r, err := NewReader(m, g, Options{Delay: time.Hour, Timestamp: tsOf, QueueBytes: 100})
 	require.NoError(t, err)
 	defer r.Close()
 	r.Final()
+	var got []uint64
+	var rec ringbuf.Record
+	full := 0
+	for i := uint64(0); i < 2*n; i++ {
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		for !p.try(i, 0) {
+			full++
+			// Read a few: Final delivers what is there.
+			for j := 0; j < 10; j++ {
+				if err := r.ReadInto(&rec); err != nil {
+					require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+					break
+				}
+				got = append(got, tsOf(rec.RawSample))
+			}
+		}
+	}
 	ts, _ := readAll(t, r)
-	require.Len(t, ts, 2*n)
-	for i, v := range ts {
+	got = append(got, ts...)
+	assert.Greater(t, full, 100, "the producers found the area full")
+	require.Len(t, got, 2*n)
+	// Records taken while the producers waited are in order within what
+	// was there; all of them, sorted, are 0..2n-1 once each.
+	slices.Sort(got)
+	for i, v := range got {
 		if v != uint64(i) {
 			t.Fatalf("record %d has timestamp %d", i, v)
 		}
 	}
 }
 
-// TestNoRings: a reader of no rings (no records sent) waits until its
+// TestNoCPUs: a reader of no CPU's records (none sent) waits until its
 // deadline.
-func TestNoRings(t *testing.T) {
-	r, err := NewReader(nil, Options{})
+func TestNoCPUs(t *testing.T) {
+	r, err := NewReader(nil, Geometry{}, Options{})
 	require.NoError(t, err)
 	defer r.Close()
 	r.SetDeadline(time.Now().Add(10 * time.Millisecond))
@@ -166,11 +214,11 @@ func TestNoRings(t *testing.T) {
 	require.ErrorIs(t, r.ReadInto(&rec), os.ErrDeadlineExceeded)
 }
 
-// TestWaitsForData: a reader with nothing due waits on the rings' epoll
-// until its deadline, and reports it.
+// TestWaitsForData: a reader with nothing due sleeps until its deadline,
+// and reports it.
 func TestWaitsForData(t *testing.T) {
-	a := newProducer(t, 4096)
-	r, err := NewReader([]Ring{{0, a.m}}, Options{Delay: time.Millisecond, Timestamp: tsOf})
+	g := testGeometry(0)
+	r, err := NewReader(areasMap(t, g), g, Options{Delay: time.Millisecond, Timestamp: tsOf})
 	require.NoError(t, err)
 	defer r.Close()
 	start := time.Now()
@@ -183,13 +231,13 @@ func TestWaitsForData(t *testing.T) {
 // TestBoundedQueueRefilledFirst: a CPU whose older records wait behind
 // its queue's bound is read again before another CPU's newer record goes.
 func TestBoundedQueueRefilledFirst(t *testing.T) {
-	a, b := newProducer(t, 4096), newProducer(t, 4096)
+	m, g, a, b := twoCPUs(t, 1)
 	var seq uint64
 	for i := uint64(0); i < 30; i++ {
 		a.put(t, &seq, i)
 	}
 	b.put(t, &seq, 1000)
-	r, err := NewReader([]Ring{{0, a.m}, {1, b.m}}, Options{Delay: time.Hour, Timestamp: tsOf, QueueBytes: 100})
+	r, err := NewReader(m, g, Options{Delay: time.Hour, Timestamp: tsOf, QueueBytes: 100})
 	require.NoError(t, err)
 	defer r.Close()
 	r.Final()
@@ -200,8 +248,8 @@ func TestBoundedQueueRefilledFirst(t *testing.T) {
 }
 
 func TestNewReaderBadInput(t *testing.T) {
-	a := newProducer(t, 4096)
-	_, err := NewReader([]Ring{{0, a.m}}, Options{Delay: time.Second})
+	g := testGeometry(0)
+	_, err := NewReader(areasMap(t, g), g, Options{Delay: time.Second})
 	assert.EqualError(t, err, "rings: ordering needs the records' timestamps")
 }
 
