@@ -394,9 +394,11 @@ const enum ftp_nargs *unused_nargs __attribute__((unused));
  * exchange (every byte of the record visible before it), 0 until then;
  * the reader zeroes what it consumed before it advances the tail. No lock,
  * no helper call, no wakeup: the reader polls with a bounded delay. */
-#define FTP_AREA_SHIFT 16
-#define FTP_AREA_CHUNK (1 << FTP_AREA_SHIFT)
-#define FTP_AREA_SLACK 2048 /* > 8 + the largest record (rec_x) */
+enum ftp_area {
+	FTP_AREA_SHIFT = 16,
+	FTP_AREA_CHUNK = 1 << FTP_AREA_SHIFT, /* record bytes per element */
+	FTP_AREA_SLACK = 2048,                /* > 8 + the largest record (rec_x) */
+};
 #define FTP_MAX_COMPACT 96 /* largest compact record: an exit with its arguments */
 _Static_assert(sizeof(struct rec_x) + 8 <= FTP_AREA_SLACK && sizeof(struct rec_full) + 8 <= FTP_AREA_SLACK, "a record fits in the slack");
 _Static_assert(sizeof(struct rec_exit) <= FTP_MAX_COMPACT, "compact records fit output");
@@ -420,6 +422,7 @@ volatile const __u32 area_stride = 1; /* elements per CPU: 1 + area_mask + 1 */
 volatile const __u32 area_mask = 0;   /* record elements per CPU - 1 (a power of two - 1) */
 
 const struct area_ctl *unused_area_ctl __attribute__((unused));
+const enum ftp_area *unused_area __attribute__((unused));
 
 /* Per-thread frame stacks in task-local storage (5.11; freed with the
  * task, no per-call insert/delete). */

@@ -83,7 +83,6 @@ type badInputEnv struct {
 	pid                           int
 	self, other, missing, sixteen string
 	dir                           string
-	page                          string // the page size, bytes
 }
 
 func newBadInputEnv(t *testing.T) badInputEnv {
@@ -93,7 +92,7 @@ func newBadInputEnv(t *testing.T) badInputEnv {
 	pidMax, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	require.NoError(t, err)
 	return badInputEnv{pid: pid, self: strconv.Itoa(pid), other: otherThread(t, pid), missing: strconv.Itoa(pidMax + 1),
-		sixteen: strings.Repeat("c", 16), dir: t.TempDir(), page: strconv.Itoa(os.Getpagesize())}
+		sixteen: strings.Repeat("c", 16), dir: t.TempDir()}
 }
 
 // commandLineBadInput are the bad inputs of the command line itself:
@@ -137,12 +136,12 @@ func traceBadInput(e badInputEnv) []badInput {
 		{[]string{"trace", "--graph", "--output", "json", "vfs_read"}, "--graph with --output json: the call graph is a text view"},
 		{[]string{"trace", "--count", "-1", "vfs_read"}, "--count -1: want 0 (no limit) or more"},
 		{[]string{"trace", "--count", "many", "vfs_read"}, `invalid argument "many" for "--count"`},
-		{[]string{"trace", "--buffer-size", "1000", "vfs_read"}, "--buffer-size: ringbuf size 1000: must be a power-of-two multiple of the page size"},
+		{[]string{"trace", "--buffer-size", "1000", "vfs_read"}, "--buffer-size: buffer of 1000 bytes per CPU: must be a power of two from 65536 (64 KiB) to "},
 		{[]string{"trace", "--buffer-size", "-1", "vfs_read"}, `invalid argument "-1" for "--buffer-size"`},
 		{[]string{"trace", "--buffer-size", "64mb", "vfs_read"}, `invalid argument "64mb" for "--buffer-size" flag: want bytes, or a number of KiB, MiB or GiB`},
-		{[]string{"trace", "--mode", "fsession", "--buffer-size", "3MiB", "vfs_read"}, "--buffer-size: ringbuf size 3145728: must be a power-of-two multiple of the page size"},
-		{[]string{"trace", "--mode", "fsession", "--buffer-size", "4GiB", "vfs_read"}, "--buffer-size: ringbuf size 4294967296: must be a power-of-two multiple of the page size (" + e.page + " bytes), from " + e.page + " to 2147483648 (2 GiB)"},
-		{[]string{"trace", "--buffer-size", "0", "vfs_read"}, "--buffer-size: ringbuf size 0: must be a power-of-two multiple of the page size"},
+		{[]string{"trace", "--mode", "fsession", "--buffer-size", "3MiB", "vfs_read"}, "--buffer-size: buffer of 3145728 bytes per CPU: must be a power of two from 65536 (64 KiB) to "},
+		{[]string{"trace", "--mode", "fsession", "--buffer-size", "4GiB", "vfs_read"}, "--buffer-size: buffer of 4294967296 bytes per CPU: must be a power of two from 65536 (64 KiB) to "},
+		{[]string{"trace", "--buffer-size", "0", "vfs_read"}, "--buffer-size: buffer of 0 bytes per CPU: must be a power of two from 65536 (64 KiB) to "},
 		{[]string{"trace", "--duration", "-1s", "vfs_read"}, "--duration -1s: want 0 (off) or more"},
 		{[]string{"trace", "--duration", "5", "vfs_read"}, `invalid argument "5" for "--duration"`},
 		{[]string{"trace", "--stats-every", "-1m", "vfs_read"}, "--stats-every -1m0s: want 0 (off) or more"},
@@ -218,7 +217,7 @@ func compareBadInput(dir string) []badInput {
 		{[]string{"compare", "--mode", "tp_btf"}, "--mode tp_btf: tp_btf is one attach path, reported by features; compare does not measure it (modes: "},
 		{[]string{"compare", "--attach-n", "1,x"}, `--attach-n "1,x": want comma-separated non-negative integers`},
 		{[]string{"compare", "--crowd-k", "-1"}, `--crowd-k "-1": want comma-separated non-negative integers`},
-		{[]string{"compare", "--buffer-size", "1000"}, "--buffer-size: ringbuf size 1000: must be a power-of-two multiple of the page size"},
+		{[]string{"compare", "--buffer-size", "1000"}, "--buffer-size: buffer of 1000 bytes per CPU: must be a power of two from 65536 (64 KiB) to "},
 		{[]string{"compare", "--runs", "0"}, "--runs, --calls and --batch must be positive"},
 		{[]string{"compare", "--stream-calls", "0"}, "--stream-calls 0: want 1 or more"},
 		{[]string{"compare", "--syscall-calls", "-5"}, "--syscall-calls -5: want 1 or more"},

@@ -18,6 +18,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/bench"
 	"github.com/ftprobe/ftprobe/internal/exitcode"
 	"github.com/ftprobe/ftprobe/internal/kfeat"
+	"github.com/ftprobe/ftprobe/internal/rings"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 	"github.com/ftprobe/ftprobe/internal/trial"
 )
@@ -336,7 +337,7 @@ func parseInts(s, flag string) ([]int, error) {
 // checkCompareNumbers checks compare's ringbuf size, reader and counts,
 // and sets cfg.ReaderDuring from reader. Its errors are bad input.
 func checkCompareNumbers(cfg *bench.Config, reader string) error {
-	if err := attach.ValidateRingbufSize(uint64(cfg.RingbufSize)); err != nil {
+	if err := attach.ValidateRingbufSize(uint64(cfg.RingbufSize), rings.OnlineSlots()); err != nil {
 		return fmt.Errorf("--buffer-size: %w", err)
 	}
 	switch reader {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/exitcode"
+	"github.com/ftprobe/ftprobe/internal/rings"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 	"github.com/ftprobe/ftprobe/internal/trace"
 )
@@ -49,7 +50,7 @@ func traceCmd(stat bool) *cobra.Command {
 			}
 			o.Filters.TGID, o.Filters.TID = pid, tid
 			if cmd.Flags().Changed("buffer-size") {
-				if err := attach.ValidateRingbufSize(uint64(bufferSize)); err != nil {
+				if err := attach.ValidateRingbufSize(uint64(bufferSize), rings.OnlineSlots()); err != nil {
 					return exitcode.Wrap(exitcode.BadInput, fmt.Errorf("--buffer-size: %w", err))
 				}
 			}
@@ -188,7 +189,7 @@ func checkTraceInput(o *trace.Options) error {
 		return fmt.Errorf("--max-functions %d: want 0 (no limit) or more", o.MaxFunctions)
 	}
 	if o.RingbufSize != 0 {
-		if err := attach.ValidateRingbufSize(uint64(o.RingbufSize)); err != nil {
+		if err := attach.ValidateRingbufSize(uint64(o.RingbufSize), rings.OnlineSlots()); err != nil {
 			return fmt.Errorf("--buffer-size: %w", err)
 		}
 	}

@@ -145,7 +145,7 @@ func traceFlags(f *pflag.FlagSet, o *trace.Options, v *traceVars, stat bool) {
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "no per-call events: print only the kernel-built --summary/--hist tables (to stdout), as stat does")
 	f.BoolVar(&o.LiveEntries, "live-entries", false, "send each entry when its call starts (by default a call with no traced call inside it sends its entry with its exit, in one ringbuf record: the same events, fewer records, but a long leaf call's entry shows only when it returns)")
 	f.IntVar(&o.Count, "count", 0, "stop after N events")
-	f.Var(v.bufferSize, "buffer-size", fmt.Sprintf("size of each CPU's ringbuf: bytes, or KiB, MiB or GiB (64MiB), a power-of-two multiple of the page size up to 2GiB (default: %s shared by the online CPUs, from %s to %s each)",
+	f.Var(v.bufferSize, "buffer-size", fmt.Sprintf("bytes of records each CPU holds for the reader: bytes, or KiB, MiB or GiB (64MiB), a power of two from 64KiB to 2GiB (less with many CPUs: all fit one 4 GiB BPF array) (default: %s shared by the online CPUs, from %s to %s each)",
 		mib(trace.RingbufTotal), mib(trace.RingbufMinPerCPU), mib(trace.RingbufMaxPerCPU)))
 	f.BoolVar(&o.Graph, "graph", false, "text as a call graph per thread (function_graph style): leaf calls folded, durations on exits, markers when threads interleave")
 	f.BoolVar(&o.Summary, "summary", false, "at exit, per function: calls, errors by errno, p50/p90/p99/max latency")

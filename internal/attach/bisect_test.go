@@ -93,12 +93,18 @@ func TestBisectModeMissingDoesNotBisect(t *testing.T) {
 }
 
 func TestValidateRingbufSize(t *testing.T) {
-	assert.NoError(t, ValidateRingbufSize(4<<20))
-	assert.NoError(t, ValidateRingbufSize(uint64(unix.Getpagesize())))
-	assert.ErrorContains(t, ValidateRingbufSize(1000), "power-of-two multiple of the page size")
-	assert.Error(t, ValidateRingbufSize(3<<20))
-	assert.NoError(t, ValidateRingbufSize(MaxRingbufSize))
-	assert.ErrorContains(t, ValidateRingbufSize(MaxRingbufSize*2), "to 2147483648 (2 GiB)")
+	assert.NoError(t, ValidateRingbufSize(4<<20, 2))
+	assert.NoError(t, ValidateRingbufSize(64<<10, 2))
+	assert.EqualError(t, ValidateRingbufSize(32<<10, 2), "buffer of 32768 bytes per CPU: must be a power of two from 65536 (64 KiB) to 1073741824 (1 GiB) with 2 CPUs")
+	assert.Error(t, ValidateRingbufSize(3<<20, 2))
+	assert.Error(t, ValidateRingbufSize(1000, 1))
+	// The areas of every CPU fit one BPF array, under 4 GiB: one CPU can
+	// have 2 GiB, two 1 GiB each (2 x (1 + 16384) elements of 67,584
+	// bytes), 64 CPUs 32 MiB each.
+	assert.NoError(t, ValidateRingbufSize(MaxRingbufSize, 1))
+	assert.ErrorContains(t, ValidateRingbufSize(MaxRingbufSize, 2), "to 1073741824 (1 GiB) with 2 CPUs")
+	assert.Equal(t, uint64(32<<20), MaxRingbufSizeFor(64))
+	assert.Equal(t, uint64(64<<10), MaxRingbufSizeFor(1<<20))
 }
 
 // TestEntryOnlyFlags: an entry-only function carries FlagEntryOnly beside

@@ -79,7 +79,7 @@ func open(opts Options, hashFrames bool) (_ *Tracer, err error) {
 	if opts.BTF == nil {
 		opts.BTF = btf.NewCache() // safe for concurrent use (cilium/ebpf v0.22)
 	}
-	if err := ValidateRingbufSize(uint64(opts.RingbufSize)); err != nil {
+	if err := ValidateRingbufSize(uint64(opts.RingbufSize), rings.OnlineSlots()); err != nil {
 		return nil, err
 	}
 	obj, err := plan(&opts, hashFrames)

@@ -9,7 +9,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/expr"
@@ -129,7 +128,7 @@ type Options struct {
 	// Aggregate builds per-function tables in BPF maps (Tracer.Aggregates):
 	// calls, errors by errno, duration sum, max and histogram.
 	Aggregate   bool
-	RingbufSize uint32 // bytes; a power-of-two multiple of the page size (default 4 MiB)
+	RingbufSize uint32 // bytes of records per CPU; a power of two, ValidateRingbufSize (default 4 MiB)
 	Kernel      *kfeat.Info
 	// BTF is the kernel BTF cache shared by every program load (CO-RE,
 	// attach targets); symbols.Kernel.BTF passes the one symbol
@@ -218,18 +217,49 @@ type Failure struct {
 	Err  error
 }
 
-// MaxRingbufSize is the largest ringbuf the kernel creates: its size
-// (max_entries, a u32) must be a power of two (kernel/bpf/ringbuf.c
-// ringbuf_map_alloc).
-const MaxRingbufSize = 1 << 31
+// MinRingbufSize and MaxRingbufSize bound the records' buffer of each
+// CPU: one element of the areas map's records (FTP_AREA_CHUNK,
+// bpf/trace.bpf.c) and 2 GiB.
+const (
+	MinRingbufSize = uint64(bpfobj.TraceFtpAreaFTP_AREA_CHUNK)
+	MaxRingbufSize = 1 << 31
+)
 
-// ValidateRingbufSize checks that n is a power-of-two multiple of the page
-// size, as BPF_MAP_TYPE_RINGBUF requires (kernel/bpf/ringbuf.c), at most
-// MaxRingbufSize.
-func ValidateRingbufSize(n uint64) error {
-	ps := uint64(unix.Getpagesize())
-	if n < ps || n&(n-1) != 0 || n > MaxRingbufSize {
-		return fmt.Errorf("ringbuf size %d: must be a power-of-two multiple of the page size (%d bytes), from %d to %d (2 GiB)", n, ps, ps, uint64(MaxRingbufSize))
+// areaElemSize is the size of an element of the areas map: a chunk of
+// records and the slack the last one may run into.
+const areaElemSize = uint64(bpfobj.TraceFtpAreaFTP_AREA_CHUNK + bpfobj.TraceFtpAreaFTP_AREA_SLACK)
+
+// MaxRingbufSizeFor returns the largest buffer per CPU, a power of two,
+// for slots CPU ids (the largest online id + 1): the areas of all of them
+// fit one BPF array, under 4 GiB (kernel/bpf/arraymap.c array_map_alloc),
+// and each at most MaxRingbufSize.
+func MaxRingbufSizeFor(slots int) uint64 {
+	n := uint64(MaxRingbufSize)
+	for n > MinRingbufSize && uint64(max(slots, 1))*(1+n/MinRingbufSize)*areaElemSize >= 1<<32-1<<20 {
+		n >>= 1
+	}
+	return n
+}
+
+// ValidateRingbufSize checks that n, the bytes of records per CPU, is a
+// power-of-two multiple of MinRingbufSize, at most MaxRingbufSizeFor(slots).
+func ValidateRingbufSize(n uint64, slots int) error {
+	hi := MaxRingbufSizeFor(slots)
+	if n < MinRingbufSize || n&(n-1) != 0 || n > hi {
+		return fmt.Errorf("buffer of %d bytes per CPU: must be a power of two from %d (64 KiB) to %d (%s) with %d CPUs", n, MinRingbufSize, hi, SizeText(hi), max(slots, 1))
 	}
 	return nil
+}
+
+// SizeText is n bytes in GiB, MiB or KiB when it is a whole number of them.
+func SizeText(n uint64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

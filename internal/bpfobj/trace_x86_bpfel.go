@@ -56,6 +56,14 @@ type TraceEvent struct {
 	Xb         [512]uint8
 }
 
+type TraceFtpArea uint32
+
+const (
+	TraceFtpAreaFTP_AREA_SHIFT TraceFtpArea = 16
+	TraceFtpAreaFTP_AREA_CHUNK TraceFtpArea = 65536
+	TraceFtpAreaFTP_AREA_SLACK TraceFtpArea = 2048
+)
+
 type TraceFtpFlags uint32
 
 const (
@@ -297,6 +305,7 @@ const (
 	TraceVarOnlyCookie        = "only_cookie"
 	TraceVarOnlyNargs         = "only_nargs"
 	TraceVarUnusedAgg         = "unused_agg"
+	TraceVarUnusedArea        = "unused_area"
 	TraceVarUnusedAreaCtl     = "unused_area_ctl"
 	TraceVarUnusedErrkey      = "unused_errkey"
 	TraceVarUnusedEvent       = "unused_event"
@@ -424,6 +433,7 @@ type TraceVariableSpecs struct {
 	OnlyCookie      *ebpf.VariableSpec `ebpf:"only_cookie"`
 	OnlyNargs       *ebpf.VariableSpec `ebpf:"only_nargs"`
 	UnusedAgg       *ebpf.VariableSpec `ebpf:"unused_agg"`
+	UnusedArea      *ebpf.VariableSpec `ebpf:"unused_area"`
 	UnusedAreaCtl   *ebpf.VariableSpec `ebpf:"unused_area_ctl"`
 	UnusedErrkey    *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -521,6 +531,7 @@ type TraceVariables struct {
 	OnlyCookie      *ebpf.Variable `ebpf:"only_cookie"`
 	OnlyNargs       *ebpf.Variable `ebpf:"only_nargs"`
 	UnusedAgg       *ebpf.Variable `ebpf:"unused_agg"`
+	UnusedArea      *ebpf.Variable `ebpf:"unused_area"`
 	UnusedAreaCtl   *ebpf.Variable `ebpf:"unused_area_ctl"`
 	UnusedErrkey    *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`

@@ -159,6 +159,7 @@ const (
 	TraceFilterVarOnlyCookie           = "only_cookie"
 	TraceFilterVarOnlyNargs            = "only_nargs"
 	TraceFilterVarUnusedAgg            = "unused_agg"
+	TraceFilterVarUnusedArea           = "unused_area"
 	TraceFilterVarUnusedAreaCtl        = "unused_area_ctl"
 	TraceFilterVarUnusedErrkey         = "unused_errkey"
 	TraceFilterVarUnusedEvent          = "unused_event"
@@ -286,6 +287,7 @@ type TraceFilterVariableSpecs struct {
 	OnlyCookie           *ebpf.VariableSpec `ebpf:"only_cookie"`
 	OnlyNargs            *ebpf.VariableSpec `ebpf:"only_nargs"`
 	UnusedAgg            *ebpf.VariableSpec `ebpf:"unused_agg"`
+	UnusedArea           *ebpf.VariableSpec `ebpf:"unused_area"`
 	UnusedAreaCtl        *ebpf.VariableSpec `ebpf:"unused_area_ctl"`
 	UnusedErrkey         *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent          *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -383,6 +385,7 @@ type TraceFilterVariables struct {
 	OnlyCookie           *ebpf.Variable `ebpf:"only_cookie"`
 	OnlyNargs            *ebpf.Variable `ebpf:"only_nargs"`
 	UnusedAgg            *ebpf.Variable `ebpf:"unused_agg"`
+	UnusedArea           *ebpf.Variable `ebpf:"unused_area"`
 	UnusedAreaCtl        *ebpf.Variable `ebpf:"unused_area_ctl"`
 	UnusedErrkey         *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent          *ebpf.Variable `ebpf:"unused_event"`

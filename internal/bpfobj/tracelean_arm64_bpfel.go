@@ -161,6 +161,7 @@ const (
 	TraceLeanVarOnlyCookie            = "only_cookie"
 	TraceLeanVarOnlyNargs             = "only_nargs"
 	TraceLeanVarUnusedAgg             = "unused_agg"
+	TraceLeanVarUnusedArea            = "unused_area"
 	TraceLeanVarUnusedAreaCtl         = "unused_area_ctl"
 	TraceLeanVarUnusedErrkey          = "unused_errkey"
 	TraceLeanVarUnusedEvent           = "unused_event"
@@ -288,6 +289,7 @@ type TraceLeanVariableSpecs struct {
 	OnlyCookie            *ebpf.VariableSpec `ebpf:"only_cookie"`
 	OnlyNargs             *ebpf.VariableSpec `ebpf:"only_nargs"`
 	UnusedAgg             *ebpf.VariableSpec `ebpf:"unused_agg"`
+	UnusedArea            *ebpf.VariableSpec `ebpf:"unused_area"`
 	UnusedAreaCtl         *ebpf.VariableSpec `ebpf:"unused_area_ctl"`
 	UnusedErrkey          *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent           *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -385,6 +387,7 @@ type TraceLeanVariables struct {
 	OnlyCookie            *ebpf.Variable `ebpf:"only_cookie"`
 	OnlyNargs             *ebpf.Variable `ebpf:"only_nargs"`
 	UnusedAgg             *ebpf.Variable `ebpf:"unused_agg"`
+	UnusedArea            *ebpf.Variable `ebpf:"unused_area"`
 	UnusedAreaCtl         *ebpf.Variable `ebpf:"unused_area_ctl"`
 	UnusedErrkey          *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent           *ebpf.Variable `ebpf:"unused_event"`

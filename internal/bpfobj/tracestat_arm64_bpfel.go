@@ -158,6 +158,7 @@ const (
 	TraceStatVarOnlyCookie          = "only_cookie"
 	TraceStatVarOnlyNargs           = "only_nargs"
 	TraceStatVarUnusedAgg           = "unused_agg"
+	TraceStatVarUnusedArea          = "unused_area"
 	TraceStatVarUnusedAreaCtl       = "unused_area_ctl"
 	TraceStatVarUnusedErrkey        = "unused_errkey"
 	TraceStatVarUnusedEvent         = "unused_event"
@@ -285,6 +286,7 @@ type TraceStatVariableSpecs struct {
 	OnlyCookie          *ebpf.VariableSpec `ebpf:"only_cookie"`
 	OnlyNargs           *ebpf.VariableSpec `ebpf:"only_nargs"`
 	UnusedAgg           *ebpf.VariableSpec `ebpf:"unused_agg"`
+	UnusedArea          *ebpf.VariableSpec `ebpf:"unused_area"`
 	UnusedAreaCtl       *ebpf.VariableSpec `ebpf:"unused_area_ctl"`
 	UnusedErrkey        *ebpf.VariableSpec `ebpf:"unused_errkey"`
 	UnusedEvent         *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -382,6 +384,7 @@ type TraceStatVariables struct {
 	OnlyCookie          *ebpf.Variable `ebpf:"only_cookie"`
 	OnlyNargs           *ebpf.Variable `ebpf:"only_nargs"`
 	UnusedAgg           *ebpf.Variable `ebpf:"unused_agg"`
+	UnusedArea          *ebpf.Variable `ebpf:"unused_area"`
 	UnusedAreaCtl       *ebpf.Variable `ebpf:"unused_area_ctl"`
 	UnusedErrkey        *ebpf.Variable `ebpf:"unused_errkey"`
 	UnusedEvent         *ebpf.Variable `ebpf:"unused_event"`

@@ -3,6 +3,7 @@ package rings
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -47,4 +48,14 @@ func ParseCPUList(s string) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// OnlineSlots is the largest online CPU id + 1 (1 when it cannot be
+// read): the CPU ids the records' memory covers.
+func OnlineSlots() int {
+	cpus, err := OnlineCPUs()
+	if err != nil || len(cpus) == 0 {
+		return 1
+	}
+	return slices.Max(cpus) + 1
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/bpfobj"
 	"github.com/ftprobe/ftprobe/internal/expr"
+	"github.com/ftprobe/ftprobe/internal/rings"
 	"github.com/ftprobe/ftprobe/internal/stats"
 	"github.com/ftprobe/ftprobe/internal/symbols"
 )
@@ -33,7 +34,7 @@ func validate(o *Options) error {
 		return badInput(err)
 	}
 	if o.RingbufSize != 0 {
-		if err := attach.ValidateRingbufSize(uint64(o.RingbufSize)); err != nil {
+		if err := attach.ValidateRingbufSize(uint64(o.RingbufSize), rings.OnlineSlots()); err != nil {
 			return badInput(fmt.Errorf("--buffer-size: %w", err))
 		}
 	} else if !o.Quiet {

@@ -10,11 +10,12 @@ import (
 	"strings"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
+	"github.com/ftprobe/ftprobe/internal/rings"
 )
 
-// The default ringbuf size of each CPU (--buffer-size unset): RingbufTotal
+// The default record buffer of each CPU (--buffer-size unset): RingbufTotal
 // shared by the online CPUs, rounded down to a power of two, from
-// RingbufMinPerCPU to RingbufMaxPerCPU. A CPU's ringbuf holds the burst of
+// RingbufMinPerCPU to RingbufMaxPerCPU. A CPU's buffer holds the burst of
 // a thread on it while the reader catches up: 32 MiB is twice the smallest
 // that delivered every event of trace vfs_read (fentry+fexit and fsession,
 // text and JSON) during 2x100k one-byte reads in the 2-CPU lab VM under
@@ -26,7 +27,7 @@ const (
 	RingbufMaxPerCPU = 32 << 20
 )
 
-// DefaultRingbufSize is the size of each CPU's ringbuf for ncpu online
+// DefaultRingbufSize is the size of each CPU's record buffer for ncpu online
 // CPUs, by the rule of RingbufTotal.
 func DefaultRingbufSize(ncpu int) uint32 {
 	share := uint64(RingbufTotal) / uint64(max(ncpu, 1))
@@ -61,32 +62,19 @@ func onlineCPUs() int {
 	return max(n, 1)
 }
 
-// sizeText is n bytes in MiB or KiB when it is a whole number of them.
-func sizeText(n uint64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
-
 // dropsAdvice says, when the kernel dropped records because the ringbuf
 // of size bytes was full, what keeps the reader up; "" without drops.
 func dropsAdvice(l attach.Losses, size uint32) string {
 	if l.RingbufDrops == 0 {
 		return ""
 	}
-	ring := "ringbuf"
+	ring := "record buffer"
 	if size > 0 {
-		ring = sizeText(uint64(size)) + " ringbuf"
+		ring = attach.SizeText(uint64(size)) + " record buffer"
 	}
 	return fmt.Sprintf("ftprobe: the %s of a CPU filled faster than ftprobe read it (%d ringbuf drops%s): "+
 		"a larger --buffer-size holds longer bursts (up to %s per CPU); --min-duration or --errors send one record per kept call, "+
-		"at its exit; stat counts in the kernel and sends none", ring, l.RingbufDrops, byCPU(l.RingbufDropsByCPU), sizeText(attach.MaxRingbufSize))
+		"at its exit; stat counts in the kernel and sends none", ring, l.RingbufDrops, byCPU(l.RingbufDropsByCPU), attach.SizeText(attach.MaxRingbufSizeFor(rings.OnlineSlots())))
 }
 
 // byCPU lists drops by CPU, "; CPU 0: 12, CPU 3: 4", or "" for none.

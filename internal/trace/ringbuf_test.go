@@ -14,7 +14,7 @@ func TestDefaultRingbufSize(t *testing.T) {
 	for ncpu, want := range map[int]uint32{0: 32 << 20, 1: 32 << 20, 2: 32 << 20, 8: 32 << 20, 9: 16 << 20, 16: 16 << 20, 64: 4 << 20, 192: 1 << 20, 256: 1 << 20, 1024: 1 << 20} {
 		got := DefaultRingbufSize(ncpu)
 		assert.Equal(t, want, got, "%d CPUs", ncpu)
-		assert.NoError(t, attach.ValidateRingbufSize(uint64(got)))
+		assert.NoError(t, attach.ValidateRingbufSize(uint64(got), ncpu))
 	}
 	assert.GreaterOrEqual(t, onlineCPUs(), 1)
 }
@@ -22,8 +22,8 @@ func TestDefaultRingbufSize(t *testing.T) {
 // TestDropsAdvice: only ringbuf drops get the advice.
 func TestDropsAdvice(t *testing.T) {
 	assert.Empty(t, dropsAdvice(attach.Losses{RecursionMiss: 3}, 4<<20))
-	assert.Contains(t, dropsAdvice(attach.Losses{RingbufDrops: 1}, 4<<20), "the 4 MiB ringbuf of a CPU filled")
-	assert.Contains(t, dropsAdvice(attach.Losses{RingbufDrops: 1}, 0), "the ringbuf of a CPU filled")
+	assert.Contains(t, dropsAdvice(attach.Losses{RingbufDrops: 1}, 4<<20), "the 4 MiB record buffer of a CPU filled")
+	assert.Contains(t, dropsAdvice(attach.Losses{RingbufDrops: 1}, 0), "the record buffer of a CPU filled")
 }
 
 // TestDropsByCPU: the advice names the CPUs whose ringbuf filled.

@@ -34,7 +34,7 @@ func TestValidate(t *testing.T) {
 		{Options{Quiet: true, Graph: true}, "--graph needs per-call events, which stat (trace --quiet) does not stream"},
 		{Options{Quiet: true, Output: "perfetto"}, "--output perfetto needs per-call events, which stat (trace --quiet) does not stream"},
 		{Options{Quiet: true, Count: 3}, "--count needs per-call events, which stat (trace --quiet) does not stream"},
-		{Options{RingbufSize: 1000}, "--buffer-size: ringbuf size 1000: must be a power-of-two multiple of the page size"},
+		{Options{RingbufSize: 1000}, "--buffer-size: buffer of 1000 bytes per CPU: must be a power of two from 65536 (64 KiB) to "},
 		{Options{Filters: attach.Filters{Comm: "a-name-longer-than-the-comm"}}, `trace: --comm "a-name-longer-than-the-comm": `},
 		{Options{Filters: attach.Filters{MinDuration: -1}}, "trace: --min-duration -1ns: "},
 		{Options{Filters: attach.Filters{TGID: 1 << 30}}, fmt.Sprintf("trace: --pid %d: no such process or thread", 1<<30)},
