@@ -113,11 +113,13 @@ type Header struct {
 
 // HitRow is one mode's hit cost.
 //
-// At several threads (compare --threads): under QEMU TCG the vCPUs take
-// turns on one host thread and the guest clock runs for all of them,
-// so each thread's wall time grows with the threads even without
-// contention; on hardware they run in parallel. Either way the
-// baseline, measured by the same threads right before each run, grows
+// At several threads (compare --threads) a run's time is the threads'
+// wall time, from the first one's start to the last one's end (team.run).
+// Under QEMU TCG the vCPUs take turns on one host thread and the guest
+// clock runs for all of them, so that time holds every thread's work
+// (about N times one thread's, without contention); on hardware the
+// threads run in parallel and it is the slowest one's. Either way the
+// baseline, measured by the same threads right before each run, scales
 // alike: at N threads ns_over_baseline is the run's ratio to its
 // baseline, minus one, times the one-thread baseline's ns per call
 // (the cost in one thread's ns).
@@ -129,7 +131,7 @@ type HitRow struct {
 	Supported      bool    `json:"supported"`                     // false: the kernel refused the mode; reason says why
 	Reason         string  `json:"reason,omitempty"`              // why the mode is unsupported
 	Calls          int     `json:"calls_per_run"`                 // triggered calls of the target per run, by each thread
-	NsPerHit       Stat    `json:"ns_per_hit"`                    // wall ns per triggered call, probe attached (several threads: each thread's wall time over its calls, mean over the threads)
+	NsPerHit       Stat    `json:"ns_per_hit"`                    // wall ns per triggered call, probe attached (several threads: the threads' wall time, from the first one's start to the last one's end, over one thread's calls)
 	OverheadNs     Stat    `json:"ns_over_baseline"`              // ns per call over the baseline measured right before each run (several threads: ratio_to_baseline's run sample - 1, times the one-thread baseline's ns_per_hit median)
 	MHitsPerSec    float64 `json:"mhits_per_s"`                   // millions of calls per second at the median, by each thread
 	RatioFentry    float64 `json:"ratio_to_fentry,omitempty"`     // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
@@ -619,7 +621,7 @@ func (h *hitRun) filter() attach.Filters {
 }
 
 // trigger runs the trigger's calls: on th, or on the team's first n
-// threads at once, returning the mean of their wall times.
+// threads at once, returning their span (team.run).
 func (h *hitRun) trigger() (time.Duration, error) {
 	if h.team == nil {
 		return h.trig.Run(h.calls)
@@ -783,7 +785,7 @@ func (h *hitRun) measure(b *hitBody, m string, run int) error {
 }
 
 // add records one run of mode m: the trigger's time without (bt) and with
-// (mt) the probe, per call (each thread's, mean over the threads). Over
+// (mt) the probe, per call of one thread (team.run's span at several). Over
 // the baseline is their difference at one thread; at several it is their
 // ratio minus one times the one-thread baseline (b.base1; not recorded
 // without one), so that a clock running for every vCPU (QEMU TCG) cancels.

@@ -79,9 +79,9 @@ func writeHitText(w io.Writer, hit []HitRow) {
 		timedNote+
 		"   drops = ringbuf drops over all runs (trace bodies; reader %s)\n", readerOf(hit))
 	if multi {
-		fmt.Fprint(w, "   threads = threads pinned to as many CPUs calling at once, each making the calls of a run; ns/hit = each\n"+
-			"   thread's wall ns per call, mean over the threads (under QEMU TCG one host thread runs every vCPU and the clock\n"+
-			"   runs for all: about N times one thread's); x base = ns/hit over the baseline's, same threads, median;\n"+
+		fmt.Fprint(w, "   threads = threads pinned to as many CPUs calling at once, each making the calls of a run; ns/hit = their\n"+
+			"   wall ns, first start to last end, per call of one thread (under QEMU TCG one host thread runs every vCPU and\n"+
+			"   the clock runs for all: about N times one thread's); x base = ns/hit over the baseline's, same threads, median;\n"+
 			"   at several threads ns over base = (x base - 1) x the 1-thread baseline's ns/hit, in one thread's ns;\n"+
 			"   x 1 thread = ns over base over the 1-thread row's of the same body and mode (what calling at once adds)\n")
 	}

@@ -71,17 +71,25 @@ func (t team) Close() {
 }
 
 // run starts loop on the first n threads at once (each waits at a barrier
-// until all are ready) and returns the mean of their wall times: each
-// thread times its own loop.
+// until all are ready) and returns the team's wall time: from the first
+// thread's start to the last one's end. Not the mean of each thread's:
+// under QEMU TCG the vCPUs take turns on one host thread, each for as
+// long as the next timer allows, so a short loop may run whole before
+// the next thread starts (its own time is then one thread's) while a long
+// one is interleaved with the others (its time is then theirs too); the
+// span holds every thread's work in both cases, and on parallel CPUs it
+// is the slowest thread's time.
 func (t team) run(n int, loop func() (time.Duration, error)) (time.Duration, error) {
-	ds, errs := make([]time.Duration, n), make([]error, n)
+	starts, ends, errs := make([]time.Time, n), make([]time.Time, n), make([]error, n)
 	ready, start := make(chan struct{}, n), make(chan struct{})
 	done := make(chan struct{}, n)
 	for i := range n {
 		go t[i].Do(func() {
 			ready <- struct{}{}
 			<-start
-			ds[i], errs[i] = loop()
+			starts[i] = time.Now()
+			_, errs[i] = loop()
+			ends[i] = time.Now()
 			done <- struct{}{}
 		})
 	}
@@ -89,16 +97,22 @@ func (t team) run(n int, loop func() (time.Duration, error)) (time.Duration, err
 		<-ready
 	}
 	close(start)
-	var sum time.Duration
-	var err error
 	for range n {
 		<-done
 	}
+	first, last := starts[0], ends[0]
 	for i := range n {
-		sum += ds[i]
-		if err == nil {
-			err = errs[i]
+		if starts[i].Before(first) {
+			first = starts[i]
+		}
+		if ends[i].After(last) {
+			last = ends[i]
 		}
 	}
-	return sum / time.Duration(n), err
+	for _, err := range errs {
+		if err != nil {
+			return last.Sub(first), err
+		}
+	}
+	return last.Sub(first), nil
 }
