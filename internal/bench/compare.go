@@ -115,14 +115,13 @@ type Header struct {
 //
 // At several threads (compare --threads) a run's time is the threads'
 // wall time, from the first one's start to the last one's end (team.run).
-// Under QEMU TCG the vCPUs take turns on one host thread and the guest
-// clock runs for all of them, so that time holds every thread's work
-// (about N times one thread's, without contention); on hardware the
-// threads run in parallel and it is the slowest one's. Either way the
-// baseline, measured by the same threads right before each run, scales
-// alike: at N threads ns_over_baseline is the run's ratio to its
-// baseline, minus one, times the one-thread baseline's ns per call
-// (the cost in one thread's ns).
+// Under QEMU TCG with instruction counting the vCPUs take turns on one
+// host thread and the guest clock counts every vCPU's instructions, so
+// that time holds every thread's work: N times one thread's without
+// contention. On hardware the threads run in parallel and it is the
+// slowest one's. So at N threads ns_over_baseline is the difference to
+// the baseline measured by the same threads right before, divided by N
+// under icount (clockShare): the cost in one thread's ns either way.
 type HitRow struct {
 	Trigger        string  `json:"trigger"`                       // kernel (BPF_PROG_TEST_RUN driver) or syscall (getppid(2) loop)
 	Body           string  `json:"body"`                          // empty, trace, exit-only, agg, filtered, predicate, window or timed
@@ -131,8 +130,8 @@ type HitRow struct {
 	Supported      bool    `json:"supported"`                     // false: the kernel refused the mode; reason says why
 	Reason         string  `json:"reason,omitempty"`              // why the mode is unsupported
 	Calls          int     `json:"calls_per_run"`                 // triggered calls of the target per run, by each thread
-	NsPerHit       Stat    `json:"ns_per_hit"`                    // wall ns per triggered call, probe attached (several threads: the threads' wall time, from the first one's start to the last one's end, over one thread's calls)
-	OverheadNs     Stat    `json:"ns_over_baseline"`              // ns per call over the baseline measured right before each run (several threads: ratio_to_baseline's run sample - 1, times the one-thread baseline's ns_per_hit median)
+	NsPerHit       Stat    `json:"ns_per_hit"`                    // wall ns per triggered call, probe attached (several threads: the threads' wall time, from the first one's start to the last one's end, over one thread's calls; under QEMU icount about N times one thread's)
+	OverheadNs     Stat    `json:"ns_over_baseline"`              // ns per call over the baseline measured right before each run (several threads under QEMU icount: divided by the threads, whose work the clock counts one after the other)
 	MHitsPerSec    float64 `json:"mhits_per_s"`                   // millions of calls per second at the median, by each thread
 	RatioFentry    float64 `json:"ratio_to_fentry,omitempty"`     // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
 	RatioEmpty     float64 `json:"ratio_to_empty,omitempty"`      // non-empty bodies: ns over baseline over the empty program's of the same mode and trigger in this run
@@ -144,7 +143,7 @@ type HitRow struct {
 	Delivered      uint64  `json:"events_delivered,omitempty"`    // trace bodies: event records read in the last run
 	Reader         string  `json:"reader,omitempty"`              // trace bodies: "during" (drained while timed) or "after" (drained after each timed run)
 	Threads        int     `json:"threads,omitempty"`             // threads calling the target at once, each pinned to its own CPU and making calls_per_run calls (absent in reports from before compare --threads: one)
-	RatioBaseline  float64 `json:"ratio_to_baseline,omitempty"`   // ns per hit over the baseline measured right before, median over runs: the cost free of the clock, at any thread count
+	RatioBaseline  float64 `json:"ratio_to_baseline,omitempty"`   // ns per hit over the baseline measured right before, median over runs (several threads: the baseline's short run carries the threads' start, so this ratio is low)
 	RatioOneThread float64 `json:"ratio_to_one_thread,omitempty"` // several threads: ns over baseline over the one-thread row's of the same trigger, body and mode (what calling at once from several CPUs adds)
 }
 
@@ -652,42 +651,36 @@ func (h *hitRun) openTrigger() error {
 // kept.
 func (h *hitRun) run(ctx context.Context, r *Report) error {
 	for _, body := range h.cfg.Bodies {
-		var base1 float64 // the one-thread baseline, ns per call
 		for _, n := range h.cfg.Threads {
 			h.n = n
-			base, err := h.runBody(ctx, r, body, base1)
-			if err != nil {
+			if err := h.runBody(ctx, r, body); err != nil {
 				return err
-			}
-			if n == 1 {
-				base1 = base
 			}
 		}
 	}
 	return nil
 }
 
-// runBody measures body at h.n threads (base1: the one-thread baseline's
-// ns per call, which scales the ns over baseline of several), appending
-// its rows to r, and returns its baseline's ns per call (median).
-func (h *hitRun) runBody(ctx context.Context, r *Report, body string, base1 float64) (float64, error) {
+// runBody measures body at h.n threads, appending its rows to r.
+func (h *hitRun) runBody(ctx context.Context, r *Report, body string) error {
 	b := h.newBody(body)
-	b.base1 = base1
 	for run := -1; run < h.cfg.Runs; run++ {
 		for _, m := range b.modes {
 			if !b.rows[m].Supported {
 				continue
 			}
 			if err := ctx.Err(); err != nil {
-				return b.finish(r), err
+				b.finish(r)
+				return err
 			}
 			h.cfg.progress("hit cost: %s trigger, %s body%s, run %d/%d, %s", h.tn, body, h.threadsNote(), run+1, h.cfg.Runs, m)
 			if err := h.measure(b, m, run); err != nil {
-				return 0, err
+				return err
 			}
 		}
 	}
-	return b.finish(r), ctx.Err()
+	b.finish(r)
+	return ctx.Err()
 }
 
 // threadsNote is ", N threads" when the team calls, for progress lines.
@@ -709,16 +702,16 @@ type hitBody struct {
 	rows                  map[string]*HitRow
 	baseS                 []float64
 	samples, over, ratios map[string][]float64
-	// base1 is the one-thread baseline's ns per call (median), the unit
-	// of ns over baseline at several threads; 0 at one thread.
-	base1 float64
+	// share is how many threads' work one run's time holds per call:
+	// clockShare.
+	share float64
 }
 
 func (h *hitRun) newBody(body string) *hitBody {
 	row := func(m string) *HitRow {
 		return &HitRow{Trigger: h.tn, Body: body, Mode: m, Target: h.trig.Target(), Supported: true, Calls: h.calls, Threads: h.n}
 	}
-	b := &hitBody{body: body, threads: h.n, modes: hitModesFor(h.cfg, h.tn, body), base: row(ModeBaseline),
+	b := &hitBody{body: body, threads: h.n, share: clockShare(h.kin, h.n), modes: hitModesFor(h.cfg, h.tn, body), base: row(ModeBaseline),
 		rows: map[string]*HitRow{}, samples: map[string][]float64{}, over: map[string][]float64{}, ratios: map[string][]float64{}}
 	for _, m := range b.modes {
 		b.rows[m] = row(m)
@@ -785,10 +778,8 @@ func (h *hitRun) measure(b *hitBody, m string, run int) error {
 }
 
 // add records one run of mode m: the trigger's time without (bt) and with
-// (mt) the probe, per call of one thread (team.run's span at several). Over
-// the baseline is their difference at one thread; at several it is their
-// ratio minus one times the one-thread baseline (b.base1; not recorded
-// without one), so that a clock running for every vCPU (QEMU TCG) cancels.
+// (mt) the probe, per call of one thread (team.run's span at several),
+// their ratio, and their difference over b.share: in one thread's ns.
 func (b *hitBody) add(m string, bt, mt time.Duration) {
 	calls := float64(b.rows[m].Calls)
 	base := float64(bt.Nanoseconds()) / calls
@@ -798,12 +789,19 @@ func (b *hitBody) add(m string, bt, mt time.Duration) {
 	if base > 0 {
 		b.ratios[m] = append(b.ratios[m], v/base)
 	}
-	switch {
-	case b.threads <= 1:
-		b.over[m] = append(b.over[m], v-base)
-	case b.base1 > 0 && base > 0:
-		b.over[m] = append(b.over[m], (v/base-1)*b.base1)
+	b.over[m] = append(b.over[m], (v-base)/max(b.share, 1))
+}
+
+// clockShare is how many threads' work a run of n threads takes per call
+// of one: n when the clock counts the instructions of every vCPU, run one
+// after the other (QEMU TCG with -icount), else 1 (CPUs in parallel:
+// hardware; plain TCG runs vCPUs on host threads, as parallel as the
+// host's free cores allow, so its figures at several threads are rough).
+func clockShare(kin *kfeat.Info, n int) float64 {
+	if kin != nil && kin.Emulated == kfeat.EmulatedIcount {
+		return float64(n)
 	}
+	return 1
 }
 
 // setRatios sets RatioEmpty of every non-empty body row: its ns over
@@ -841,9 +839,8 @@ func (r *Report) setRatios() {
 }
 
 // finish computes the rows' statistics and ratios to fentry's and to the
-// baseline, appends the baseline and mode rows to r, and returns the
-// baseline's ns per call (median).
-func (b *hitBody) finish(r *Report) float64 {
+// baseline, and appends the baseline and mode rows to r.
+func (b *hitBody) finish(r *Report) {
 	base, rows, samples, over := b.base, b.rows, b.samples, b.over
 	base.NsPerHit = NewStat(b.baseS)
 	if base.NsPerHit.Median > 0 {
@@ -871,7 +868,6 @@ func (b *hitBody) finish(r *Report) float64 {
 		}
 		r.Hit = append(r.Hit, *row)
 	}
-	return base.NsPerHit.Median
 }
 
 func reasonOf(err error) string {

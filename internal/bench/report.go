@@ -80,9 +80,10 @@ func writeHitText(w io.Writer, hit []HitRow) {
 		"   drops = ringbuf drops over all runs (trace bodies; reader %s)\n", readerOf(hit))
 	if multi {
 		fmt.Fprint(w, "   threads = threads pinned to as many CPUs calling at once, each making the calls of a run; ns/hit = their\n"+
-			"   wall ns, first start to last end, per call of one thread (under QEMU TCG one host thread runs every vCPU and\n"+
-			"   the clock runs for all: about N times one thread's); x base = ns/hit over the baseline's, same threads, median;\n"+
-			"   at several threads ns over base = (x base - 1) x the 1-thread baseline's ns/hit, in one thread's ns;\n"+
+			"   wall ns, first start to last end, per call of one thread (under QEMU icount the clock counts every vCPU's\n"+
+			"   instructions, one vCPU at a time: about N times one thread's); x base = ns/hit over the baseline's, same\n"+
+			"   threads, median (the baseline's short run carries the threads' start); at several threads under QEMU icount,\n"+
+			"   ns over base is divided by the threads: one thread's ns, as elsewhere;\n"+
 			"   x 1 thread = ns over base over the 1-thread row's of the same body and mode (what calling at once adds)\n")
 	}
 	head := []string{"trigger", "body", "mode", "threads", "Mhits/s", "ns/hit", "[min..max]", "ns over base", "x base", "x ref", "x 1 thread", "x empty", "x timed", "misses", "drops"}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ftprobe/ftprobe/internal/kfeat"
 	"github.com/ftprobe/ftprobe/internal/osthread"
 )
 
@@ -83,12 +84,14 @@ func TestTeamRun(t *testing.T) {
 }
 
 // threadsReport is a hit report of one body and two modes at 1 and 4
-// threads, built the way hitRun does: hitBody.add per run, then finish.
+// threads under QEMU icount, built the way hitRun does: hitBody.add per
+// run, then finish.
 func threadsReport() *Report {
+	kin := &kfeat.Info{Emulated: kfeat.EmulatedIcount}
 	r := &Report{Schema: SchemaID, Header: Header{Release: "7.3.4", Arch: "amd64", CPUs: 4, Runs: 2}}
 	ms := func(ns float64) time.Duration { return time.Duration(ns * 1000) } // per call, 1000 calls
-	body := func(threads int, base1 float64, runs [][3]float64) float64 {
-		b := &hitBody{body: BodyTrace, threads: threads, modes: []string{ModeFentryFexit, ModeFSession}, base1: base1,
+	body := func(threads int, runs [][3]float64) {
+		b := &hitBody{body: BodyTrace, threads: threads, modes: []string{ModeFentryFexit, ModeFSession}, share: clockShare(kin, threads),
 			rows: map[string]*HitRow{}, samples: map[string][]float64{}, over: map[string][]float64{}, ratios: map[string][]float64{}}
 		row := func(m string) *HitRow {
 			return &HitRow{Trigger: TriggerKernel, Body: BodyTrace, Mode: m, Supported: true, Calls: 1000, Threads: threads, Reader: "after"}
@@ -101,18 +104,18 @@ func threadsReport() *Report {
 			b.add(ModeFentryFexit, ms(run[0]), ms(run[1]))
 			b.add(ModeFSession, ms(run[0]), ms(run[2]))
 		}
-		return b.finish(r)
+		b.finish(r)
 	}
-	base1 := body(1, 0, [][3]float64{{100, 300, 250}, {100, 320, 260}})
-	body(4, base1, [][3]float64{{400, 2000, 1200}, {400, 2400, 1400}})
+	body(1, [][3]float64{{100, 300, 250}, {100, 320, 260}})
+	body(4, [][3]float64{{400, 2000, 1200}, {440, 2440, 1440}})
 	r.setRatios()
 	return r
 }
 
-// TestThreadsRows: at several threads ns over baseline is the ratio to
-// the baseline of the same threads, minus one, in one-thread baseline
-// ns; x 1 thread divides it by the one-thread row's; text, JSON and the
-// plot show them.
+// TestThreadsRows: at several threads under QEMU icount ns over baseline
+// is the difference to the baseline of the same threads over the
+// threads; x 1 thread divides it by the one-thread row's; text, JSON and
+// the plot show them; on parallel CPUs the difference is one thread's.
 func TestThreadsRows(t *testing.T) {
 	r := threadsReport()
 	require.Len(t, r.Hit, 6)
@@ -122,21 +125,24 @@ func TestThreadsRows(t *testing.T) {
 	assert.InDelta(t, 3.1, one.RatioBaseline, 1e-9)
 	assert.Zero(t, one.RatioOneThread)
 	assert.Equal(t, 4, four.Threads)
-	assert.Equal(t, []float64{400, 500}, four.OverheadNs.Samples, "(2000/400-1)x100, (2400/400-1)x100")
-	assert.InDelta(t, 5.5, four.RatioBaseline, 1e-9)
+	assert.Equal(t, []float64{400, 500}, four.OverheadNs.Samples, "(2000-400)/4, (2440-440)/4")
+	assert.InDelta(t, (5+2440.0/440)/2, four.RatioBaseline, 1e-9)
 	assert.InDelta(t, 450.0/210, four.RatioOneThread, 1e-9)
 	fs4 := r.Hit[5]
 	assert.Equal(t, []float64{200, 250}, fs4.OverheadNs.Samples)
 	assert.InDelta(t, 225.0/155, fs4.RatioOneThread, 1e-9)
 	assert.InDelta(t, 225.0/450, fs4.RatioFentry, 1e-9, "x ref within the 4-thread rows")
-	assert.Equal(t, 400.0, r.Hit[3].NsPerHit.Median, "the 4-thread baseline row")
+	assert.Equal(t, 420.0, r.Hit[3].NsPerHit.Median, "the 4-thread baseline row")
+	assert.Equal(t, 4.0, clockShare(&kfeat.Info{Emulated: kfeat.EmulatedIcount}, 4))
+	assert.Equal(t, 1.0, clockShare(&kfeat.Info{Emulated: "QEMU TCG"}, 4), "plain TCG: vCPUs on host threads")
+	assert.Equal(t, 1.0, clockShare(&kfeat.Info{}, 4), "hardware: CPUs in parallel")
 
 	var out bytes.Buffer
 	r.WriteText(&out)
 	s := out.String()
 	assert.Contains(t, s, "x 1 thread = ns over base over the 1-thread row's")
 	assert.Regexp(t, `trigger\s+body\s+mode\s+threads\s+Mhits/s\s+ns/hit\s+\[min\.\.max\]\s+ns over base\s+x base\s+x ref\s+x 1 thread\s+x empty\s+misses\s+drops`, s)
-	assert.Regexp(t, `kernel\s+trace\s+fentry\+fexit\s+4\s+0\.455\s+2200\.0\s+\[2000\.0\.\.2400\.0\]\s+450\.0\s+5\.50\s+1\.00\s+2\.14\s+0\s+0\n`, s)
+	assert.Regexp(t, `kernel\s+trace\s+fentry\+fexit\s+4\s+0\.450\s+2220\.0\s+\[2000\.0\.\.2440\.0\]\s+450\.0\s+5\.27\s+1\.00\s+2\.14\s+0\s+0\n`, s)
 	assert.Regexp(t, `kernel\s+trace\s+fentry\+fexit\s+1\s+3\.226\s+310\.0\s+\[300\.0\.\.320\.0\]\s+210\.0\s+3\.10\s+1\.00\s+0\s+0\n`, s)
 
 	var js bytes.Buffer
@@ -146,7 +152,7 @@ func TestThreadsRows(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(js.Bytes(), &doc))
 	assert.EqualValues(t, 4, doc.Hit[4]["threads"])
-	assert.InDelta(t, 5.5, doc.Hit[4]["ratio_to_baseline"], 1e-9)
+	assert.InDelta(t, (5+2440.0/440)/2, doc.Hit[4]["ratio_to_baseline"], 1e-9)
 	assert.InDelta(t, 450.0/210, doc.Hit[4]["ratio_to_one_thread"], 1e-9)
 	assert.NotContains(t, doc.Hit[1], "ratio_to_one_thread")
 
