@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ type compareOptions struct {
 	cfg               bench.Config
 	out               reportFiles
 	attachNs, crowdKs string
+	threads           string
 	reader, schema    string
 	merge             mergeArgs // --from, --baseline, --threshold
 	quiet             bool
@@ -79,6 +81,9 @@ func (o *compareOptions) check() error {
 	}
 	if o.cfg.CrowdK, err = parseInts(o.crowdKs, "--crowd-k"); err != nil {
 		return err
+	}
+	if o.cfg.Threads, err = bench.ParseThreads(o.threads, runtime.NumCPU()); err != nil {
+		return exitcode.Wrap(exitcode.BadInput, err)
 	}
 	if err := checkCompareChoices(o.cfg); err != nil {
 		return exitcode.Wrap(exitcode.BadInput, err)
@@ -171,6 +176,7 @@ func (o *compareOptions) addFlags(cmd *cobra.Command) {
 	f.StringSliceVar(&o.cfg.Triggers, "trigger", bench.Names(bench.Triggers, true), "hit scenario's triggers: "+strings.Join(bench.Names(bench.Triggers, false), ", "))
 	f.StringSliceVar(&o.cfg.Bodies, "body", bench.Names(bench.Bodies, true), "hit scenario's program bodies: "+strings.Join(bench.Names(bench.Bodies, false), ", ")+" (described above)")
 	f.StringSliceVar(&o.cfg.Modes, "mode", nil, "hit modes to measure (default all): "+strings.Join(bench.HitModeNames(), ", "))
+	f.StringVar(&o.threads, "threads", "1", "hit scenario: numbers of threads calling the target at once, each pinned to its own CPU (comma-separated; "+bench.ThreadsAll+": every CPU; 1 is always measured, the reference of the others)")
 	f.IntVar(&o.cfg.Runs, "runs", 5, "measured runs per mode (after one warm-up)")
 	f.IntVar(&o.cfg.Calls, "calls", 200000, "calls of the target per measurement (kernel trigger)")
 	f.IntVar(&o.cfg.SyscallCalls, "syscall-calls", 20000, "calls per measurement (syscall trigger)")

@@ -258,6 +258,9 @@ type Trigger interface {
 	Target() string // the function probes attach to
 	Run(calls int) (time.Duration, error)
 	Close()
+	// loop makes calls calls on the calling thread and returns the
+	// elapsed time (what Run does on its thread).
+	loop(calls int) (time.Duration, error)
 }
 
 // thread is the locked OS thread that runs the driver (or every
@@ -294,18 +297,19 @@ func (k *kernelTrigger) Target() string { return "bpf_get_numa_node_id" }
 func (k *kernelTrigger) Close()         { k.prog.Close() }
 
 // Run triggers calls rounded up to whole batches.
-func (k *kernelTrigger) Run(calls int) (time.Duration, error) {
-	runs := (calls + k.batch - 1) / k.batch
-	var d time.Duration
-	var err error
-	k.th.Do(func() {
-		start := time.Now()
-		for i := 0; i < runs && err == nil; i++ {
-			_, err = k.prog.Run(&ebpf.RunOptions{})
-		}
-		d = time.Since(start)
-	})
+func (k *kernelTrigger) Run(calls int) (d time.Duration, err error) {
+	k.th.Do(func() { d, err = k.loop(calls) })
 	return d, err
+}
+
+func (k *kernelTrigger) loop(calls int) (time.Duration, error) {
+	runs := (calls + k.batch - 1) / k.batch
+	var err error
+	start := time.Now()
+	for i := 0; i < runs && err == nil; i++ {
+		_, err = k.prog.Run(&ebpf.RunOptions{})
+	}
+	return time.Since(start), err
 }
 
 func (k *kernelTrigger) Calls(calls int) int { return (calls + k.batch - 1) / k.batch * k.batch }
@@ -337,16 +341,17 @@ func newSyscallTrigger(k *symbols.Kernel, th *thread, target string) Trigger {
 func (s *syscallTrigger) Name() string   { return TriggerSyscall }
 func (s *syscallTrigger) Target() string { return s.target }
 func (s *syscallTrigger) Close()         {}
-func (s *syscallTrigger) Run(calls int) (time.Duration, error) {
-	var d time.Duration
-	s.th.Do(func() {
-		start := time.Now()
-		for i := 0; i < calls; i++ {
-			unix.Getppid()
-		}
-		d = time.Since(start)
-	})
-	return d, nil
+func (s *syscallTrigger) Run(calls int) (d time.Duration, err error) {
+	s.th.Do(func() { d, err = s.loop(calls) })
+	return d, err
+}
+
+func (s *syscallTrigger) loop(calls int) (time.Duration, error) {
+	start := time.Now()
+	for i := 0; i < calls; i++ {
+		unix.Getppid()
+	}
+	return time.Since(start), nil
 }
 
 func triggeredCalls(t Trigger, calls int) int {

@@ -50,8 +50,13 @@ type Config struct {
 	// ringbuf sized to hold the whole run (HitRingbufSize), so the hit cost
 	// is what the traced thread pays; drops are counted either way.
 	ReaderDuring bool
-	StreamCalls  int      // calls in the streaming scenario
-	Scenarios    []string // hit, attach, crowd, stream
+	StreamCalls  int // calls in the streaming scenario
+	// Threads are the hit scenario's thread counts (ParseThreads: sorted,
+	// holding 1; empty = 1). Beyond one, each count N is measured by N
+	// threads pinned to N CPUs calling the target at once, every thread
+	// making the calls of a run; see HitRow.Threads for the figures.
+	Threads   []int
+	Scenarios []string // hit, attach, crowd, stream
 	// Target replaces the syscall trigger's probed function (default: the
 	// getppid(2) handler). It must run once per getppid(2) call for the
 	// counts to be exact; any difference is reported as misses.
@@ -108,26 +113,44 @@ type Header struct {
 }
 
 // HitRow is one mode's hit cost.
+//
+// At several threads (compare --threads) a run's time is the threads'
+// wall time, from the first one's start to the last one's end (team.run).
+// Under QEMU TCG with instruction counting the vCPUs take turns on one
+// host thread and the guest clock counts every vCPU's instructions, so
+// that time holds every thread's work: N times one thread's without
+// contention. On hardware the threads run in parallel and it is the
+// slowest one's. So at N threads ns_over_baseline is the difference to
+// the baseline measured by the same threads right before, divided by N
+// under icount (clockShare): the cost in one thread's ns either way.
 type HitRow struct {
-	Trigger     string  `json:"trigger"`                    // kernel (BPF_PROG_TEST_RUN driver) or syscall (getppid(2) loop)
-	Body        string  `json:"body"`                       // empty, trace, exit-only, agg, filtered, predicate, window or timed
-	Mode        string  `json:"mode"`                       // baseline, fentry, fexit, fentry+fexit, kprobe.multi, ..., raw_tp
-	Target      string  `json:"target"`                     // the probed kernel function (or tracepoint)
-	Supported   bool    `json:"supported"`                  // false: the kernel refused the mode; reason says why
-	Reason      string  `json:"reason,omitempty"`           // why the mode is unsupported
-	Calls       int     `json:"calls_per_run"`              // triggered calls of the target per run
-	NsPerHit    Stat    `json:"ns_per_hit"`                 // wall ns per triggered call, probe attached
-	OverheadNs  Stat    `json:"ns_over_baseline"`           // ns per call over the baseline measured right before each run
-	MHitsPerSec float64 `json:"mhits_per_s"`                // millions of calls per second at the median
-	RatioFentry float64 `json:"ratio_to_fentry,omitempty"`  // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
-	RatioEmpty  float64 `json:"ratio_to_empty,omitempty"`   // non-empty bodies: ns over baseline over the empty program's of the same mode and trigger in this run
-	RatioTimed  float64 `json:"ratio_to_timed,omitempty"`   // trace, exit-only and agg bodies when the run has the timed body: ns over baseline over the timed body's (the duration floor) of the same mode and trigger
-	Hits        uint64  `json:"hits_last_run"`              // program runs counted in the last run (window body: calls rejected by the window; timed body: an exit counts only when it found its entry's timestamp)
-	Expected    uint64  `json:"hits_expected"`              // program runs the last run should count (window body: one rejection per call)
-	Misses      int64   `json:"misses"`                     // expected - counted, summed over runs (fprobe and recursion misses included; timed body: exits without their entry's timestamp too)
-	Drops       uint64  `json:"ringbuf_drops,omitempty"`    // trace bodies: events the ringbuf had no room for, summed over runs
-	Delivered   uint64  `json:"events_delivered,omitempty"` // trace bodies: event records read in the last run
-	Reader      string  `json:"reader,omitempty"`           // trace bodies: "during" (drained while timed) or "after" (drained after each timed run)
+	Trigger        string  `json:"trigger"`                       // kernel (BPF_PROG_TEST_RUN driver) or syscall (getppid(2) loop)
+	Body           string  `json:"body"`                          // empty, trace, exit-only, agg, filtered, predicate, window or timed
+	Mode           string  `json:"mode"`                          // baseline, fentry, fexit, fentry+fexit, kprobe.multi, ..., raw_tp
+	Target         string  `json:"target"`                        // the probed kernel function (or tracepoint)
+	Supported      bool    `json:"supported"`                     // false: the kernel refused the mode; reason says why
+	Reason         string  `json:"reason,omitempty"`              // why the mode is unsupported
+	Calls          int     `json:"calls_per_run"`                 // triggered calls of the target per run, by each thread
+	NsPerHit       Stat    `json:"ns_per_hit"`                    // wall ns per triggered call, probe attached (several threads: the threads' wall time, from the first one's start to the last one's end, over one thread's calls; under QEMU icount about N times one thread's)
+	OverheadNs     Stat    `json:"ns_over_baseline"`              // ns per call over the baseline measured right before each run (several threads under QEMU icount: divided by the threads, whose work the clock counts one after the other)
+	MHitsPerSec    float64 `json:"mhits_per_s"`                   // millions of calls per second at the median, by each thread
+	RatioFentry    float64 `json:"ratio_to_fentry,omitempty"`     // ns over baseline over fentry's (empty body) or fentry+fexit's (trace and filtered bodies), same trigger
+	RatioEmpty     float64 `json:"ratio_to_empty,omitempty"`      // non-empty bodies: ns over baseline over the empty program's of the same mode and trigger in this run
+	RatioTimed     float64 `json:"ratio_to_timed,omitempty"`      // trace, exit-only and agg bodies when the run has the timed body: ns over baseline over the timed body's (the duration floor) of the same mode and trigger
+	Hits           uint64  `json:"hits_last_run"`                 // program runs counted in the last run (window body: calls rejected by the window; timed body: an exit counts only when it found its entry's timestamp)
+	Expected       uint64  `json:"hits_expected"`                 // program runs the last run should count (window body: one rejection per call)
+	Misses         int64   `json:"misses"`                        // expected - counted, summed over runs (fprobe and recursion misses included; timed body: exits without their entry's timestamp too)
+	Drops          uint64  `json:"ringbuf_drops,omitempty"`       // trace bodies: events the ringbuf had no room for, summed over runs
+	Delivered      uint64  `json:"events_delivered,omitempty"`    // trace bodies: event records read in the last run
+	Reader         string  `json:"reader,omitempty"`              // trace bodies: "during" (drained while timed) or "after" (drained after each timed run)
+	Threads        int     `json:"threads,omitempty"`             // threads calling the target at once, each pinned to its own CPU and making calls_per_run calls (absent in reports from before compare --threads: one)
+	RatioBaseline  float64 `json:"ratio_to_baseline,omitempty"`   // ns per hit over the baseline measured right before, median over runs (several threads: the baseline's short run carries the threads' start, so this ratio is low)
+	RatioOneThread float64 `json:"ratio_to_one_thread,omitempty"` // several threads: ns over baseline over the one-thread row's of the same trigger, body and mode (what calling at once from several CPUs adds)
+}
+
+// threads is h's thread count: one in reports from before the option.
+func (h *HitRow) threads() int {
+	return max(h.Threads, 1)
 }
 
 // AttachRow is the attach/detach cost of N functions in one mode.
@@ -483,9 +506,13 @@ func hitModesFor(cfg Config, trigger, body string) []string {
 // body's entry function).
 const noFuncID = ^uint32(0)
 
-func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body, mode string, ringbuf uint32, during, noSpecialize, general bool) (measured, error) {
+// openMode attaches body on mode to trig's target, counting the calls of
+// the threads filter names: a thread (TID) or, with several threads,
+// the process (TGID: the counting programs have no such filter and
+// count every caller).
+func openMode(kin *kfeat.Info, k *symbols.Kernel, filter attach.Filters, trig Trigger, body, mode string, ringbuf uint32, during, noSpecialize, general bool) (measured, error) {
 	if body == BodyEmpty || body == BodyTimed {
-		spec, err := benchSpec(th.TID, 1)
+		spec, err := benchSpec(filter.TID, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -497,7 +524,7 @@ func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body
 		return counterM{c}, nil
 	}
 	// A trace-body row is the trace mode of its name (TraceModes).
-	o := attach.Options{Mode: mode, Filters: attach.Filters{TID: th.TID}, RingbufSize: ringbuf, Kernel: kin, NoSpecialize: noSpecialize, GeneralObject: general}
+	o := attach.Options{Mode: mode, Filters: filter, RingbufSize: ringbuf, Kernel: kin, NoSpecialize: noSpecialize, GeneralObject: general}
 	switch body {
 	case BodyFiltered:
 		o.Filters = attach.Filters{TGID: 1} // init: never the caller, so every call is rejected in the filter
@@ -526,11 +553,22 @@ func openMode(kin *kfeat.Info, k *symbols.Kernel, th *thread, trig Trigger, body
 }
 
 func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread, cfg Config, r *Report) error {
+	var tm team
+	if len(cfg.Threads) == 0 {
+		cfg.Threads = []int{1}
+	}
+	if most := slices.Max(cfg.Threads); most > 1 {
+		var err error
+		if tm, err = newTeam(most); err != nil {
+			return err
+		}
+		defer tm.Close()
+	}
 	for _, tn := range cfg.Triggers {
 		if tn != TriggerKernel && tn != TriggerSyscall {
 			return fmt.Errorf("%w: unknown trigger %q (want kernel or syscall)", ErrBadInput, tn)
 		}
-		h := &hitRun{kin: kin, k: k, th: th, cfg: cfg, tn: tn}
+		h := &hitRun{kin: kin, k: k, th: th, team: tm, cfg: cfg, tn: tn, n: 1}
 		if err := h.openTrigger(); err != nil {
 			r.Hit = append(r.Hit, unsupportedTriggerRows(cfg, tn, err)...)
 			continue
@@ -549,8 +587,10 @@ func runHit(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thread,
 func unsupportedTriggerRows(cfg Config, tn string, err error) []HitRow {
 	var rows []HitRow
 	for _, body := range cfg.Bodies {
-		for _, m := range append([]string{ModeBaseline}, hitModesFor(cfg, tn, body)...) {
-			rows = append(rows, HitRow{Trigger: tn, Body: body, Mode: m, Reason: err.Error()})
+		for _, n := range cfg.Threads {
+			for _, m := range append([]string{ModeBaseline}, hitModesFor(cfg, tn, body)...) {
+				rows = append(rows, HitRow{Trigger: tn, Body: body, Mode: m, Reason: err.Error(), Threads: n})
+			}
 		}
 	}
 	return rows
@@ -564,7 +604,29 @@ type hitRun struct {
 	cfg   Config
 	tn    string  // trigger name
 	trig  Trigger // open trigger
-	calls int     // triggered calls per measurement
+	calls int     // triggered calls per measurement, by each thread
+	// team: the pinned threads when some row has several (else nil: th
+	// alone calls); n: how many of them the rows measured now use.
+	team team
+	n    int
+}
+
+// filter is what the probes count: th's calls when it calls alone, else
+// the process's (every thread of the team).
+func (h *hitRun) filter() attach.Filters {
+	if h.team == nil {
+		return attach.Filters{TID: h.th.TID}
+	}
+	return attach.Filters{TGID: uint32(os.Getpid())}
+}
+
+// trigger runs the trigger's calls: on th, or on the team's first n
+// threads at once, returning their span (team.run).
+func (h *hitRun) trigger() (time.Duration, error) {
+	if h.team == nil {
+		return h.trig.Run(h.calls)
+	}
+	return h.team.run(h.n, func() (time.Duration, error) { return h.trig.loop(h.calls) })
 }
 
 // openTrigger opens the trigger and sets the calls per measurement.
@@ -585,52 +647,73 @@ func (h *hitRun) openTrigger() error {
 	return nil
 }
 
-// run measures every body of the trigger, appending its rows to r; on
-// cancellation the rows measured so far are kept.
+// run measures every body of the trigger at each thread count,
+// appending its rows to r; on cancellation the rows measured so far are
+// kept.
 func (h *hitRun) run(ctx context.Context, r *Report) error {
 	for _, body := range h.cfg.Bodies {
-		b := h.newBody(body)
-		for run := -1; run < h.cfg.Runs; run++ {
-			for _, m := range b.modes {
-				if !b.rows[m].Supported {
-					continue
-				}
-				if err := ctx.Err(); err != nil {
-					b.finish(r)
-					return err
-				}
-				h.cfg.progress("hit cost: %s trigger, %s body, run %d/%d, %s", h.tn, body, run+1, h.cfg.Runs, m)
-				if err := h.measure(b, m, run); err != nil {
-					return err
-				}
+		for _, n := range h.cfg.Threads {
+			h.n = n
+			if err := h.runBody(ctx, r, body); err != nil {
+				return err
 			}
-		}
-		done := ctx.Err()
-		b.finish(r)
-		if done != nil {
-			return done
 		}
 	}
 	return nil
 }
 
-// hitBody collects one trigger and body's runs: the baseline and every
-// mode's row and samples (ns per call, and over the baseline).
+// runBody measures body at h.n threads, appending its rows to r.
+func (h *hitRun) runBody(ctx context.Context, r *Report, body string) error {
+	b := h.newBody(body)
+	for run := -1; run < h.cfg.Runs; run++ {
+		for _, m := range b.modes {
+			if !b.rows[m].Supported {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				b.finish(r)
+				return err
+			}
+			h.cfg.progress("hit cost: %s trigger, %s body%s, run %d/%d, %s", h.tn, body, h.threadsNote(), run+1, h.cfg.Runs, m)
+			if err := h.measure(b, m, run); err != nil {
+				return err
+			}
+		}
+	}
+	b.finish(r)
+	return ctx.Err()
+}
+
+// threadsNote is ", N threads" when the team calls, for progress lines.
+func (h *hitRun) threadsNote() string {
+	if h.team == nil {
+		return ""
+	}
+	return ", " + plural.Count(h.n, "thread")
+}
+
+// hitBody collects one trigger, body and thread count's runs: the
+// baseline and every mode's row and samples (ns per call, over the
+// baseline, and over it as a ratio).
 type hitBody struct {
-	body          string
-	modes         []string
-	base          *HitRow
-	rows          map[string]*HitRow
-	baseS         []float64
-	samples, over map[string][]float64
+	body                  string
+	threads               int
+	modes                 []string
+	base                  *HitRow
+	rows                  map[string]*HitRow
+	baseS                 []float64
+	samples, over, ratios map[string][]float64
+	// share is how many threads' work one run's time holds per call:
+	// clockShare.
+	share float64
 }
 
 func (h *hitRun) newBody(body string) *hitBody {
 	row := func(m string) *HitRow {
-		return &HitRow{Trigger: h.tn, Body: body, Mode: m, Target: h.trig.Target(), Supported: true, Calls: h.calls}
+		return &HitRow{Trigger: h.tn, Body: body, Mode: m, Target: h.trig.Target(), Supported: true, Calls: h.calls, Threads: h.n}
 	}
-	b := &hitBody{body: body, modes: hitModesFor(h.cfg, h.tn, body), base: row(ModeBaseline),
-		rows: map[string]*HitRow{}, samples: map[string][]float64{}, over: map[string][]float64{}}
+	b := &hitBody{body: body, threads: h.n, share: clockShare(h.kin, h.n), modes: hitModesFor(h.cfg, h.tn, body), base: row(ModeBaseline),
+		rows: map[string]*HitRow{}, samples: map[string][]float64{}, over: map[string][]float64{}, ratios: map[string][]float64{}}
 	for _, m := range b.modes {
 		b.rows[m] = row(m)
 	}
@@ -642,21 +725,23 @@ func (h *hitRun) newBody(body string) *hitBody {
 // attach is marked unsupported; a trigger or counter failure is an error.
 func (h *hitRun) measure(b *hitBody, m string, run int) error {
 	row := b.rows[m]
-	bt, err := h.trig.Run(h.calls)
+	bt, err := h.trigger()
 	if err != nil {
 		return fmt.Errorf("%s trigger: %w", h.tn, err)
 	}
 	rbSize := h.cfg.RingbufSize
 	if !h.cfg.ReaderDuring {
-		rbSize = HitRingbufSize(h.calls, h.cfg.RingbufSize)
+		// Room for every thread's calls: the n threads write into one
+		// ringbuf. (A ring per CPU would need room for calls each.)
+		rbSize = HitRingbufSize(h.calls*h.n, h.cfg.RingbufSize)
 	}
-	mm, err := openMode(h.kin, h.k, h.th, h.trig, b.body, m, rbSize, h.cfg.ReaderDuring, h.cfg.NoSpecialize, h.cfg.GeneralObject)
+	mm, err := openMode(h.kin, h.k, h.filter(), h.trig, b.body, m, rbSize, h.cfg.ReaderDuring, h.cfg.NoSpecialize, h.cfg.GeneralObject)
 	if err != nil {
 		row.Supported, row.Reason = false, reasonOf(err)
 		return nil
 	}
 	mm.reset()
-	mt, err := h.trig.Run(h.calls)
+	mt, err := h.trigger()
 	hits, herr := mm.hits()
 	var drops, deliv uint64
 	if tm, ok := mm.(*traceM); ok && herr == nil {
@@ -674,14 +759,15 @@ func (h *hitRun) measure(b *hitBody, m string, run int) error {
 		return nil // warm-up
 	}
 	b.add(m, bt, mt)
-	exp := uint64(h.calls) * hitsPerCall(m)
+	calls := uint64(h.calls * h.n)
+	exp := calls * hitsPerCall(m)
 	if b.body == BodyFiltered || b.body == BodyPredicate {
 		exp = 0
 	}
 	if tm, ok := mm.(*traceM); ok && b.body == BodyWindow {
 		// Every call rejected at entry by the window, once
 		// per call whatever the mode's program runs.
-		hits, exp = tm.windowRejected, uint64(h.calls)
+		hits, exp = tm.windowRejected, calls
 	}
 	row.Hits, row.Expected = hits, exp
 	row.Drops += drops
@@ -693,31 +779,47 @@ func (h *hitRun) measure(b *hitBody, m string, run int) error {
 }
 
 // add records one run of mode m: the trigger's time without (bt) and with
-// (mt) the probe, per call.
+// (mt) the probe, per call of one thread (team.run's span at several),
+// their ratio, and their difference over b.share: in one thread's ns.
 func (b *hitBody) add(m string, bt, mt time.Duration) {
 	calls := float64(b.rows[m].Calls)
 	base := float64(bt.Nanoseconds()) / calls
 	v := float64(mt.Nanoseconds()) / calls
 	b.baseS = append(b.baseS, base)
 	b.samples[m] = append(b.samples[m], v)
-	b.over[m] = append(b.over[m], v-base)
+	if base > 0 {
+		b.ratios[m] = append(b.ratios[m], v/base)
+	}
+	b.over[m] = append(b.over[m], (v-base)/max(b.share, 1))
+}
+
+// clockShare is how many threads' work a run of n threads takes per call
+// of one: n when the clock counts the instructions of every vCPU, run one
+// after the other (QEMU TCG with -icount), else 1 (CPUs in parallel:
+// hardware; plain TCG runs vCPUs on host threads, as parallel as the
+// host's free cores allow, so its figures at several threads are rough).
+func clockShare(kin *kfeat.Info, n int) float64 {
+	if kin != nil && kin.Emulated == kfeat.EmulatedIcount {
+		return float64(n)
+	}
+	return 1
 }
 
 // setRatios sets RatioEmpty of every non-empty body row: its ns over
-// baseline over the empty row's of the same mode and trigger; and
+// baseline over the empty row's of the same mode, trigger and threads;
 // RatioTimed of every trace, exit-only and agg row: over the timed row's
-// (the duration floor), when the run has one.
+// (the duration floor), when the run has one; and RatioOneThread of
+// every row of several threads: over the one-thread row's of the same
+// trigger, body and mode.
 func (r *Report) setRatios() {
-	empty, timed := map[[2]string]float64{}, map[[2]string]float64{}
+	type key struct {
+		trig, body, mode string
+		threads          int
+	}
+	over := map[key]float64{}
 	for _, h := range r.Hit {
-		if !h.Supported || h.Mode == ModeBaseline {
-			continue
-		}
-		switch h.Body {
-		case BodyEmpty:
-			empty[[2]string{h.Trigger, h.Mode}] = h.OverheadNs.Median
-		case BodyTimed:
-			timed[[2]string{h.Trigger, h.Mode}] = h.OverheadNs.Median
+		if h.Supported && h.Mode != ModeBaseline {
+			over[key{h.Trigger, h.Body, h.Mode, h.threads()}] = h.OverheadNs.Median
 		}
 	}
 	for i := range r.Hit {
@@ -725,17 +827,20 @@ func (r *Report) setRatios() {
 		if !h.Supported || h.Mode == ModeBaseline {
 			continue
 		}
-		if e := empty[[2]string{h.Trigger, h.Mode}]; h.Body != BodyEmpty && e > 0 {
+		if e := over[key{h.Trigger, BodyEmpty, h.Mode, h.threads()}]; h.Body != BodyEmpty && e > 0 {
 			h.RatioEmpty = h.OverheadNs.Median / e
 		}
-		if f := timed[[2]string{h.Trigger, h.Mode}]; (h.Body == BodyTrace || h.Body == BodyExitOnly || h.Body == BodyAgg) && f > 0 {
+		if f := over[key{h.Trigger, BodyTimed, h.Mode, h.threads()}]; (h.Body == BodyTrace || h.Body == BodyExitOnly || h.Body == BodyAgg) && f > 0 {
 			h.RatioTimed = h.OverheadNs.Median / f
+		}
+		if one := over[key{h.Trigger, h.Body, h.Mode, 1}]; h.threads() > 1 && one > 0 {
+			h.RatioOneThread = h.OverheadNs.Median / one
 		}
 	}
 }
 
-// finish computes the rows' statistics and ratios to fentry's and
-// appends the baseline and mode rows to r.
+// finish computes the rows' statistics and ratios to fentry's and to the
+// baseline, and appends the baseline and mode rows to r.
 func (b *hitBody) finish(r *Report) {
 	base, rows, samples, over := b.base, b.rows, b.samples, b.over
 	base.NsPerHit = NewStat(b.baseS)
@@ -760,6 +865,7 @@ func (b *hitBody) finish(r *Report) {
 			if fentry > 0 {
 				row.RatioFentry = row.OverheadNs.Median / fentry
 			}
+			row.RatioBaseline = NewStat(b.ratios[m]).Median
 		}
 		r.Hit = append(r.Hit, *row)
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/ftprobe/ftprobe/internal/plural"
 )
 
-// WriteMarkdown writes the report's hit-cost rows as Markdown tables, one
-// pair per trigger: the ns over baseline of every mode (rows) and body
+// WriteMarkdown writes the report's one-thread hit-cost rows as Markdown
+// tables, one pair per trigger: the ns over baseline of every mode (rows) and body
 // (columns), then each body's x empty with x timed in brackets where the
 // run has the timed body. A mode the kernel refused keeps its row with
 // "-" and a footnote naming the reason. It is what docs/benchmarks.md
@@ -88,7 +88,7 @@ func (r *Report) hitTriggers() []string {
 // order.
 func (r *Report) hitAxes(trig string) (modes, bodies []string) {
 	for _, h := range r.Hit {
-		if h.Trigger != trig || h.Mode == ModeBaseline {
+		if h.Trigger != trig || h.Mode == ModeBaseline || h.threads() > 1 {
 			continue
 		}
 		if !slices.Contains(modes, h.Mode) {
@@ -101,10 +101,11 @@ func (r *Report) hitAxes(trig string) (modes, bodies []string) {
 	return modes, bodies
 }
 
-// hitRow returns the row of trig, body and mode, nil when there is none.
+// hitRow returns the one-thread row of trig, body and mode, nil when
+// there is none.
 func (r *Report) hitRow(trig, body, mode string) *HitRow {
 	for i := range r.Hit {
-		if h := &r.Hit[i]; h.Trigger == trig && h.Body == body && h.Mode == mode {
+		if h := &r.Hit[i]; h.Trigger == trig && h.Body == body && h.Mode == mode && h.threads() == 1 {
 			return h
 		}
 	}

@@ -271,14 +271,14 @@ func rowRank(trig, body, mode string) [3]int {
 }
 
 // mergeHit builds the hit rows of reports (in column order), baseline
-// rows aside.
+// rows and rows of several threads (compare --threads) aside.
 func mergeHit(reports []*Report) []MergeRow {
 	var rows []MergeRow
 	at := map[[3]string]int{}
 	for col, r := range reports {
 		empty, timed := ratioBases(r)
 		for _, h := range r.Hit {
-			if h.Mode == ModeBaseline {
+			if h.Mode == ModeBaseline || h.threads() > 1 {
 				continue
 			}
 			key := [3]string{h.Trigger, h.Body, h.Mode}
@@ -312,7 +312,7 @@ func mergeHit(reports []*Report) []MergeRow {
 func ratioBases(r *Report) (empty, timed map[[2]string]Stat) {
 	empty, timed = map[[2]string]Stat{}, map[[2]string]Stat{}
 	for _, h := range r.Hit {
-		if !h.Supported {
+		if !h.Supported || h.threads() > 1 {
 			continue
 		}
 		switch h.Body {

@@ -62,13 +62,15 @@ func (r *Report) writeTextHeader(w io.Writer) {
 	}
 }
 
-// writeHitText prints the hit cost table.
+// writeHitText prints the hit cost table. The threads, x base and
+// x 1 thread columns appear when some row has several threads
+// (compare --threads), x timed when the run has the timed body.
 func writeHitText(w io.Writer, hit []HitRow) {
 	// x timed only when the run has the timed body (opt-in).
 	withTimed := slices.ContainsFunc(hit, func(h HitRow) bool { return h.RatioTimed > 0 })
-	timedCol, timedHead, timedNote := "", "", ""
+	multi := slices.ContainsFunc(hit, func(h HitRow) bool { return h.threads() > 1 })
+	timedNote := ""
 	if withTimed {
-		timedHead = "x timed\t"
 		timedNote = "   x timed = ns over base over the timed body's of the same mode (the duration floor: what the body adds to it);\n"
 	}
 	fmt.Fprintf(w, "\n== hit cost: ns per call of the target; ns over base = ns/hit minus the baseline measured just before;\n"+
@@ -76,39 +78,76 @@ func writeHitText(w io.Writer, hit []HitRow) {
 		"   x empty = ns over base over the empty program's of the same mode (what ftprobe's own body adds);\n"+
 		timedNote+
 		"   drops = ringbuf drops over all runs (trace bodies; reader %s)\n", readerOf(hit))
+	if multi {
+		fmt.Fprint(w, "   threads = threads pinned to as many CPUs calling at once, each making the calls of a run; ns/hit = their\n"+
+			"   wall ns, first start to last end, per call of one thread (under QEMU icount the clock counts every vCPU's\n"+
+			"   instructions, one vCPU at a time: about N times one thread's); x base = ns/hit over the baseline's, same\n"+
+			"   threads, median (the baseline's short run carries the threads' start); at several threads under QEMU icount,\n"+
+			"   ns over base is divided by the threads: one thread's ns, as elsewhere;\n"+
+			"   x 1 thread = ns over base over the 1-thread row's of the same body and mode (what calling at once adds)\n")
+	}
+	head := []string{"trigger", "body", "mode", "threads", "Mhits/s", "ns/hit", "[min..max]", "ns over base", "x base", "x ref", "x 1 thread", "x empty", "x timed", "misses", "drops"}
+	show := func(col string) bool {
+		switch col {
+		case "threads", "x base", "x 1 thread":
+			return multi
+		case "x timed":
+			return withTimed
+		}
+		return true
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "trigger\tbody\tmode\tMhits/s\tns/hit\t[min..max]\tns over base\tx ref\tx empty\t"+timedHead+"misses\tdrops\t")
+	line := func(cells map[string]string) {
+		var b strings.Builder
+		for _, col := range head {
+			if show(col) {
+				b.WriteString(cells[col] + "\t")
+			}
+		}
+		fmt.Fprintln(tw, b.String())
+	}
+	hc := map[string]string{}
+	for _, col := range head {
+		hc[col] = col
+	}
+	line(hc)
 	var notes footnotes
 	for _, row := range hit {
-		if !row.Supported {
-			fmt.Fprintf(tw, "%s\t%s\t%s\tunsupported [%d]\t\t\t\t\t\t\t\n", row.Trigger, row.Body, row.Mode, notes.add(row.Reason))
-			continue
-		}
-		if withTimed {
-			timedCol = "\t"
-			if row.RatioTimed > 0 {
-				timedCol = fmt.Sprintf("%.2f\t", row.RatioTimed)
-			}
-		}
-		ratio, over, vsEmpty := "", "", ""
-		if row.Mode != ModeBaseline {
-			over = fmt.Sprintf("%.1f", row.OverheadNs.Median)
-			if row.RatioFentry > 0 {
-				ratio = fmt.Sprintf("%.2f", row.RatioFentry)
-			}
-			if row.RatioEmpty > 0 {
-				vsEmpty = fmt.Sprintf("%.2f", row.RatioEmpty)
-			}
-		}
-		drops := ""
-		if row.Reader != "" {
-			drops = fmt.Sprint(row.Drops)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t[%.1f..%.1f]\t%s\t%s\t%s\t%s%d\t%s\t\n", row.Trigger, row.Body, row.Mode, row.MHitsPerSec,
-			row.NsPerHit.Median, row.NsPerHit.Min, row.NsPerHit.Max, over, ratio, vsEmpty, timedCol, row.Misses, drops)
+		line(hitCells(row, &notes))
 	}
 	tw.Flush()
 	printNotes(w, notes)
+}
+
+// hitCells are the text table's cells of row by column name; an
+// unsupported row's reason is numbered in notes.
+func hitCells(row HitRow, notes *footnotes) map[string]string {
+	c := map[string]string{"trigger": row.Trigger, "body": row.Body, "mode": row.Mode, "threads": fmt.Sprint(row.threads())}
+	if !row.Supported {
+		c["Mhits/s"] = fmt.Sprintf("unsupported [%d]", notes.add(row.Reason))
+		return c
+	}
+	ratio := func(col string, x float64) {
+		if x > 0 {
+			c[col] = fmt.Sprintf("%.2f", x)
+		}
+	}
+	c["Mhits/s"] = fmt.Sprintf("%.3f", row.MHitsPerSec)
+	c["ns/hit"] = fmt.Sprintf("%.1f", row.NsPerHit.Median)
+	c["[min..max]"] = fmt.Sprintf("[%.1f..%.1f]", row.NsPerHit.Min, row.NsPerHit.Max)
+	c["misses"] = fmt.Sprint(row.Misses)
+	if row.Reader != "" {
+		c["drops"] = fmt.Sprint(row.Drops)
+	}
+	ratio("x timed", row.RatioTimed)
+	if row.Mode != ModeBaseline {
+		c["ns over base"] = fmt.Sprintf("%.1f", row.OverheadNs.Median)
+		ratio("x base", row.RatioBaseline)
+		ratio("x ref", row.RatioFentry)
+		ratio("x 1 thread", row.RatioOneThread)
+		ratio("x empty", row.RatioEmpty)
+	}
+	return c
 }
 
 // writeAttachText prints the attach and detach cost table.
@@ -224,9 +263,10 @@ func writeIndented(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// Plot draws ns over baseline by mode (empty body, kernel trigger first)
-// with min-max whiskers, and attach time against N, into path (.svg or
-// .png, by extension).
+// Plot draws ns over baseline by mode (empty body, kernel trigger first,
+// one thread) with min-max whiskers, attach time against N, and, when
+// the run has several threads, ns over baseline against the threads,
+// into path (.svg or .png, by extension).
 func (r *Report) Plot(path string) (err error) {
 	defer func() {
 		if p := recover(); p != nil { // gonum/plot panics on degenerate data
@@ -244,7 +284,7 @@ func (r *Report) Plot(path string) (err error) {
 	var vals plotter.Values
 	var errs plotter.XErrors
 	for _, row := range r.Hit {
-		if row.Mode == ModeBaseline || !row.Supported || row.Body != BodyEmpty || (row.Trigger != r.Hit[0].Trigger) {
+		if row.Mode == ModeBaseline || !row.Supported || row.Body != BodyEmpty || (row.Trigger != r.Hit[0].Trigger) || row.threads() > 1 {
 			continue
 		}
 		names = append(names, row.Mode)
@@ -301,9 +341,14 @@ func (r *Report) Plot(path string) (err error) {
 	} else {
 		p2.Title.Text += " (no supported mode)"
 	}
-	tiles := []*plot.Plot{p1, p2}
-	if len(r.Attach) == 0 { // the attach scenario did not run: no empty panel
-		tiles = tiles[:1]
+	tiles := []*plot.Plot{p1}
+	if len(r.Attach) > 0 { // the attach scenario ran
+		tiles = append(tiles, p2)
+	}
+	if pt, err := r.threadsPlot(); err != nil {
+		return err
+	} else if pt != nil {
+		tiles = append(tiles, pt)
 	}
 	img := vg.Length(16) * vg.Centimeter
 	c := vgimgCanvas(ext, vg.Length(len(tiles))*img, img)
@@ -312,6 +357,45 @@ func (r *Report) Plot(path string) (err error) {
 	}
 	drawTiles(c, tiles)
 	return saveCanvas(c, path)
+}
+
+// threadsPlot is ns over baseline against the threads calling at once:
+// a line per body and mode of the first trigger; nil when no row has
+// several threads.
+func (r *Report) threadsPlot() (*plot.Plot, error) {
+	if !slices.ContainsFunc(r.Hit, func(h HitRow) bool { return h.threads() > 1 }) {
+		return nil, nil
+	}
+	trig := r.Hit[0].Trigger
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("hit cost against threads calling at once, %s trigger", trig)
+	p.X.Label.Text = "threads (one per CPU)"
+	p.Y.Label.Text = "ns per call over baseline, in one thread's ns (median)"
+	var names []string
+	xys := map[string]plotter.XYs{}
+	for _, h := range r.Hit {
+		if h.Trigger != trig || h.Mode == ModeBaseline || !h.Supported || len(h.OverheadNs.Samples) == 0 {
+			continue
+		}
+		name := h.Body + " " + h.Mode
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+		xys[name] = append(xys[name], plotter.XY{X: float64(h.threads()), Y: h.OverheadNs.Median})
+	}
+	var lines []any
+	for _, n := range names {
+		lines = append(lines, n, xys[n])
+	}
+	if len(lines) == 0 {
+		p.Title.Text += " (no supported mode)"
+		return p, nil
+	}
+	if err := plotutil.AddLinePoints(p, lines...); err != nil {
+		return nil, err
+	}
+	p.Legend.Top = true
+	return p, nil
 }
 
 // footnotes numbers the distinct reasons of a table's unsupported rows:

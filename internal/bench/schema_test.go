@@ -46,13 +46,18 @@ func TestSchemaCurrent(t *testing.T) {
 	})
 }
 
-// TestReportsMatchSchema validates the lab reports README shows and a
+// TestReportsMatchSchema validates the lab reports README and
+// docs/benchmarks.md show (threads-*: compare --threads) and a
 // report written by WriteJSON against the schema, and checks that the
 // schema rejects a document with a missing or mistyped field.
 func TestReportsMatchSchema(t *testing.T) {
 	sch := schematest.Compile(t, Schema, "schema.json")
 	files, err := filepath.Glob("../../docs/bench/compare-*.json")
 	require.NoError(t, err)
+	threads, err := filepath.Glob("../../docs/bench/threads-*.json")
+	require.NoError(t, err)
+	require.NotEmpty(t, threads)
+	files = append(files, threads...)
 	require.NotEmpty(t, files)
 	for _, f := range files {
 		b, err := os.ReadFile(f)

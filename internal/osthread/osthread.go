@@ -3,6 +3,7 @@
 package osthread
 
 import (
+	"fmt"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -39,3 +40,33 @@ func (t *Thread) Do(f func()) {
 
 // Close ends the thread once the running function returns.
 func (t *Thread) Close() { close(t.req) }
+
+// Pin binds the thread to CPU cpu (sched_setaffinity(2)): from now on it
+// runs there only.
+func (t *Thread) Pin(cpu int) error {
+	var err error
+	t.Do(func() {
+		var set unix.CPUSet
+		set.Set(cpu)
+		if e := unix.SchedSetaffinity(0, &set); e != nil {
+			err = fmt.Errorf("pin thread %d to CPU %d: %w", t.TID, cpu, e)
+		}
+	})
+	return err
+}
+
+// CPUs returns the CPUs the calling process may run on
+// (sched_getaffinity(2)), in increasing order.
+func CPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("cpus: sched_getaffinity: %w", err)
+	}
+	var out []int
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
