@@ -14,7 +14,7 @@ import (
 
 // TestCompareThreads runs compare --threads 1,all on the kernel trigger
 // and asserts every thread's calls are counted exactly, the trace body's
-// records all read from the one ringbuf, for the rows of one thread and
+// records all read from the CPUs' buffers, for the rows of one thread and
 // of every CPU; not timings.
 func TestCompareThreads(t *testing.T) {
 	lab(t)
