@@ -342,8 +342,8 @@ func openTrace(o attach.Options, target string, k *symbols.Kernel, during bool) 
 		defer m.wg.Done()
 		var rec ringbuf.Record
 		for {
-			// Records are committed without a wakeup (bpf/trace.bpf.c):
-			// poll with a bounded delay, as trace does.
+			// Records never wake the reader (bpf/trace.bpf.c): poll
+			// with a bounded delay, as trace does.
 			rd.SetDeadline(time.Now().Add(20 * time.Millisecond))
 			if err := rd.ReadInto(&rec); errors.Is(err, os.ErrDeadlineExceeded) {
 				continue
@@ -419,16 +419,14 @@ func (m *traceM) close() {
 	m.t.Close()
 }
 
-// HitRingbufSize is the ringbuf of the trace bodies when the reader
-// drains after each timed run: four times the room for calls calls of the
-// largest compact records (an entry of 32 + 6*8 bytes and an exit of 48
-// bytes, each with the ringbuf's 8-byte record header: 144 bytes per
-// call), rounded up to a power of two, at least min and at most 256 MiB.
-// Four times, because the trace program forces a reader wakeup once a
-// quarter of the ring is unread (wakeup_bytes, bpf/trace.bpf.c): a
-// reader that keeps up never gets one, and neither does the timed run.
+// HitRingbufSize is each CPU's record buffer of the trace bodies when the
+// reader drains after each timed run: twice the room for calls calls (of
+// one thread, on its own CPU) of the largest compact records (an entry of
+// 32 + 6*8 bytes and an exit of 48 bytes, each after its 8-byte length
+// word: 144 bytes per call), rounded up to a power of two, at least min
+// and at most 256 MiB.
 func HitRingbufSize(calls int, min uint32) uint32 {
-	need := uint64(calls) * 144 * 4
+	need := uint64(calls) * 144 * 2
 	sz := uint64(1 << 20)
 	for sz < need && sz < 256<<20 {
 		sz <<= 1
@@ -731,9 +729,8 @@ func (h *hitRun) measure(b *hitBody, m string, run int) error {
 	}
 	rbSize := h.cfg.RingbufSize
 	if !h.cfg.ReaderDuring {
-		// Room for every thread's calls: the n threads write into one
-		// ringbuf. (A ring per CPU would need room for calls each.)
-		rbSize = HitRingbufSize(h.calls*h.n, h.cfg.RingbufSize)
+		// Each thread writes into its own CPU's buffer.
+		rbSize = HitRingbufSize(h.calls, h.cfg.RingbufSize)
 	}
 	mm, err := openMode(h.kin, h.k, h.filter(), h.trig, b.body, m, rbSize, h.cfg.ReaderDuring, h.cfg.NoSpecialize, h.cfg.GeneralObject)
 	if err != nil {

@@ -3,10 +3,8 @@ package trace
 import (
 	"fmt"
 	"maps"
-	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
@@ -38,28 +36,14 @@ func DefaultRingbufSize(ncpu int) uint32 {
 	return uint32(p)
 }
 
-// onlineCPUs counts the CPUs in /sys/devices/system/cpu/online (ranges
-// like "0-3,6"), or those this process may run on when it cannot be read.
+// onlineCPUs counts the online CPUs (those this process may run on when
+// /sys/devices/system/cpu/online cannot be read).
 func onlineCPUs() int {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
+	cpus, err := rings.OnlineCPUs()
+	if err != nil || len(cpus) == 0 {
 		return runtime.NumCPU()
 	}
-	n := 0
-	for _, r := range strings.Split(strings.TrimSpace(string(b)), ",") {
-		lo, hi, found := strings.Cut(r, "-")
-		a, err1 := strconv.Atoi(lo)
-		z := a
-		var err2 error
-		if found {
-			z, err2 = strconv.Atoi(hi)
-		}
-		if err1 != nil || err2 != nil || z < a {
-			return runtime.NumCPU()
-		}
-		n += z - a + 1
-	}
-	return max(n, 1)
+	return len(cpus)
 }
 
 // dropsAdvice says, when the kernel dropped records because the ringbuf
