@@ -86,7 +86,7 @@ func TestReaderKeepsUp(t *testing.T) {
 	}
 }
 
-// readWorkload is a thread, pinned to CPU 0, that reads /dev/zero a byte
+// readWorkload is a thread, pinned to a CPU, that reads /dev/zero a byte
 // at a time when told to.
 type readWorkload struct {
 	tid   int
@@ -97,8 +97,12 @@ type readWorkload struct {
 	end chan struct{}
 }
 
-// startReader starts the workload thread with /dev/zero open, waiting.
-func startReader(t *testing.T) *readWorkload {
+// startReader starts the workload thread on CPU 0 with /dev/zero open,
+// waiting to make readerReads reads.
+func startReader(t *testing.T) *readWorkload { return startReaderOn(t, 0, readerReads) }
+
+// startReaderOn starts a workload thread on cpu that makes reads reads.
+func startReaderOn(t *testing.T, cpu, reads int) *readWorkload {
 	w := &readWorkload{start: make(chan bool, 1), done: make(chan error, 1), end: make(chan struct{})}
 	tids := make(chan int)
 	go func() {
@@ -106,7 +110,7 @@ func startReader(t *testing.T) *readWorkload {
 		defer runtime.UnlockOSThread()
 		f, err := os.Open("/dev/zero")
 		if err == nil {
-			err = pinThread(0)
+			err = pinThread(cpu)
 		}
 		tids <- unix.Gettid()
 		if read := <-w.start; !read || err != nil {
@@ -116,7 +120,7 @@ func startReader(t *testing.T) *readWorkload {
 		defer f.Close()
 		var b [1]byte
 		for round := 0; round < 2 && err == nil; round++ {
-			for i := 0; i < readerReads/2 && err == nil; i++ {
+			for i := 0; i < reads/2 && err == nil; i++ {
 				_, err = unix.Read(int(f.Fd()), b[:])
 			}
 		}
