@@ -184,8 +184,8 @@ func (o *compareOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.attachNs, "attach-n", "1,10,100,1000", "attach scenario: numbers of functions")
 	f.StringVar(&o.crowdKs, "crowd-k", "0,10,100", "crowd scenario: numbers of other traced functions")
 	f.StringSliceVar(&o.cfg.CrowdBy, "crowd-by", bench.Names(bench.CrowdBys, true), "crowd scenario: who traces the K other functions: "+choicesInline(bench.CrowdBys))
-	f.Uint32Var(&o.cfg.RingbufSize, "buffer-size", 4<<20, "ringbuf bytes for streaming, and for trace bodies with --reader during (at least this much with --reader after)")
-	f.StringVar(&o.reader, "reader", "after", "trace bodies' ringbuf reader: after (drains after each timed run, from a ringbuf sized to hold it: the hit cost is what the traced thread pays) or during (drains while the calls are timed, as trace does: its work counts where it shares a CPU with the measured thread, always under single-threaded TCG)")
+	f.Uint32Var(&o.cfg.RingbufSize, "buffer-size", 4<<20, "record buffer bytes per CPU for streaming, and for trace bodies with --reader during (at least this much with --reader after)")
+	f.StringVar(&o.reader, "reader", "after", "trace bodies' record reader: after (drains after each timed run, from buffers sized to hold it: the hit cost is what the traced thread pays) or during (drains while the calls are timed, as trace does: its work counts where it shares a CPU with the measured thread, always under single-threaded TCG)")
 	f.IntVar(&o.cfg.StreamCalls, "stream-calls", 200000, "calls in the streaming scenario")
 	f.StringVar(&o.cfg.Target, "target", "", "syscall trigger: probe this function instead of the getppid(2) handler (it must run once per getppid call; differences are reported as misses)")
 	f.StringVar(&o.out.json, "json", "", "write the report as JSON to FILE (schema ftprobe-compare/v1, raw samples included); - prints it instead of the table")
@@ -340,7 +340,7 @@ func parseInts(s, flag string) ([]int, error) {
 	return out, nil
 }
 
-// checkCompareNumbers checks compare's ringbuf size, reader and counts,
+// checkCompareNumbers checks compare's buffer size, reader and counts,
 // and sets cfg.ReaderDuring from reader. Its errors are bad input.
 func checkCompareNumbers(cfg *bench.Config, reader string) error {
 	if err := attach.ValidateRingbufSize(uint64(cfg.RingbufSize), rings.OnlineSlots()); err != nil {

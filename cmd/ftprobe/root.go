@@ -22,7 +22,7 @@ func newRootCmd() *cobra.Command {
 		Use:   "ftprobe",
 		Short: "Live kernel function tracer over every attach path: BPF trampolines, fprobe and kprobes",
 		Long: wrap("ftprobe traces kernel functions on a live host through the kernel's attach paths: "+pathGroups()+
-			". It streams entry and exit events through a BPF ringbuf (trace) or counts calls in the kernel (stat), reports which paths work on this kernel (features), and benchmarks them side by side (compare), with the tracepoint paths ("+strings.Join(tracepointPaths(), ", ")+") as references.", "", "", helpWidth) + `
+			". It streams entry and exit events through a record buffer per CPU (trace) or counts calls in the kernel (stat), reports which paths work on this kernel (features), and benchmarks them side by side (compare), with the tracepoint paths ("+strings.Join(tracepointPaths(), ", ")+") as references.", "", "", helpWidth) + `
 Exit codes: 0 ok, 1 runtime failure, 2 bad input, 3 unsupported on this
 kernel; 'vm' and 'trace -- COMMAND' pass the command's status through.`,
 		SilenceUsage:  true,

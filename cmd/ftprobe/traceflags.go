@@ -106,7 +106,7 @@ func joinList(s []string, last string) string {
 
 // traceFlags registers the flags of trace, or of stat (stat): one
 // definition per flag. stat gets only the flags it uses: the options of
-// per-call records (their content, their count, their ringbuf, their
+// per-call records (their content, their count, their buffers, their
 // delivery) are trace's alone, since stat streams none.
 func traceFlags(f *pflag.FlagSet, o *trace.Options, v *traceVars, stat bool) {
 	pick := func(traceText, statText string) string {
@@ -137,13 +137,13 @@ func traceFlags(f *pflag.FlagSet, o *trace.Options, v *traceVars, stat bool) {
 	f.BoolVar(&o.Strict, "strict", false, pick("exit 1 when any event or probe run was lost or a matched function failed to attach", "exit 1 when any probe run was lost or a matched function failed to attach"))
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "print the plan: each function, its prototype, and why any was skipped")
 	o.SelfCacheDir = symbols.SymbolCacheDir // what --trace-self would trace, kept per boot next to the symbols
-	f.BoolVar(&o.TraceSelf, "trace-self", false, "trace the functions ftprobe's own BPF programs call too (map lookups, task storage, ringbuf, clock; learned from the kernel at start): without it a glob leaves them out and an exact name is refused, since a trampoline on one runs inside ftprobe's programs")
+	f.BoolVar(&o.TraceSelf, "trace-self", false, "trace the functions ftprobe's own BPF programs call too (map lookups, task storage, clock; learned from the kernel at start): without it a glob leaves them out and an exact name is refused, since a trampoline on one runs inside ftprobe's programs")
 	if stat {
 		return
 	}
 	// trace only: per-call records.
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "no per-call events: print only the kernel-built --summary/--hist tables (to stdout), as stat does")
-	f.BoolVar(&o.LiveEntries, "live-entries", false, "send each entry when its call starts (by default a call with no traced call inside it sends its entry with its exit, in one ringbuf record: the same events, fewer records, but a long leaf call's entry shows only when it returns)")
+	f.BoolVar(&o.LiveEntries, "live-entries", false, "send each entry when its call starts (by default a call with no traced call inside it sends its entry with its exit, in one record: the same events, fewer records, but a long leaf call's entry shows only when it returns)")
 	f.IntVar(&o.Count, "count", 0, "stop after N events")
 	f.Var(v.bufferSize, "buffer-size", fmt.Sprintf("bytes of records each CPU holds for the reader: bytes, or KiB, MiB or GiB (64MiB), a power of two from 64KiB to 2GiB (less with many CPUs: all fit one 4 GiB BPF array) (default: %s shared by the online CPUs, from %s to %s each)",
 		mib(trace.RingbufTotal), mib(trace.RingbufMinPerCPU), mib(trace.RingbufMaxPerCPU)))

@@ -69,7 +69,7 @@ const (
 // Bodies.
 const (
 	BodyEmpty    = "empty"     // counts hits only
-	BodyTrace    = "trace"     // ftprobe's trace program with a reader draining the ringbuf
+	BodyTrace    = "trace"     // ftprobe's trace program with a reader draining the record buffers
 	BodyFiltered = "filtered"  // trace program whose pid filter rejects every call
 	BodyExitOnly = "exit-only" // trace program emitting one record per call, at exit (the --min-duration/--errors path)
 	BodyAgg      = "agg"       // trace program aggregating in the kernel (stat): no record streamed

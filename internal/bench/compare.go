@@ -43,11 +43,11 @@ type Config struct {
 	CrowdK       []int    // crowded-ftrace scenario sizes
 	CrowdBy      []string // crowd kinds: CrowdByFentry, CrowdByKprobeMulti (default both)
 	RingbufSize  uint32   // streaming and trace bodies
-	// ReaderDuring drains the ringbuf of the trace bodies while the calls
+	// ReaderDuring drains the record buffers of the trace bodies while the calls
 	// are timed (the reader's own work then counts wherever it shares a
 	// CPU with the measured thread: always under single-threaded TCG).
 	// Default (false): the reader drains after each timed run, from a
-	// ringbuf sized to hold the whole run (HitRingbufSize), so the hit cost
+	// buffers sized to hold the whole run (HitRingbufSize), so the hit cost
 	// is what the traced thread pays; drops are counted either way.
 	ReaderDuring bool
 	StreamCalls  int // calls in the streaming scenario
@@ -140,7 +140,7 @@ type HitRow struct {
 	Hits           uint64  `json:"hits_last_run"`                 // program runs counted in the last run (window body: calls rejected by the window; timed body: an exit counts only when it found its entry's timestamp)
 	Expected       uint64  `json:"hits_expected"`                 // program runs the last run should count (window body: one rejection per call)
 	Misses         int64   `json:"misses"`                        // expected - counted, summed over runs (fprobe and recursion misses included; timed body: exits without their entry's timestamp too)
-	Drops          uint64  `json:"ringbuf_drops,omitempty"`       // trace bodies: events the ringbuf had no room for, summed over runs
+	Drops          uint64  `json:"ringbuf_drops,omitempty"`       // trace bodies: events a full record buffer had no room for, summed over runs
 	Delivered      uint64  `json:"events_delivered,omitempty"`    // trace bodies: event records read in the last run
 	Reader         string  `json:"reader,omitempty"`              // trace bodies: "during" (drained while timed) or "after" (drained after each timed run)
 	Threads        int     `json:"threads,omitempty"`             // threads calling the target at once, each pinned to its own CPU and making calls_per_run calls (absent in reports from before compare --threads: one)
@@ -193,13 +193,13 @@ type CrowdRow struct {
 // StreamRow is streaming throughput.
 type StreamRow struct {
 	Mode         string  `json:"mode"`                      // the trace mode (symbols.Modes): fentry+fexit, ..., kprobe+kretprobe
-	RingbufBytes uint32  `json:"ringbuf_bytes"`             // ringbuf size, bytes
+	RingbufBytes uint32  `json:"ringbuf_bytes"`             // record buffer per CPU, bytes
 	Supported    bool    `json:"supported"`                 // false: the kernel refused the mode; reason says why
 	Reason       string  `json:"reason,omitempty"`          // why the mode is unsupported
 	Calls        int     `json:"calls"`                     // triggered calls (two events each: entry and exit)
 	Produced     uint64  `json:"events_produced,omitempty"` // events the programs produced (entries and exits that passed the filters)
 	Delivered    uint64  `json:"events_delivered"`          // events the reader received
-	Dropped      uint64  `json:"events_dropped"`            // events the ringbuf refused (full)
+	Dropped      uint64  `json:"events_dropped"`            // events refused by a full record buffer
 	EventsPerSec float64 `json:"events_per_s"`              // delivered events per wall second
 }
 
@@ -316,7 +316,7 @@ type traceM struct {
 }
 
 // openTrace opens ftprobe's trace program on target. during: a goroutine
-// drains the ringbuf from now on (as trace does); else the caller drains
+// drains the record buffers from now on (as trace does); else the caller drains
 // with drain() after each timed run.
 func openTrace(o attach.Options, target string, k *symbols.Kernel, during bool) (*traceM, error) {
 	res, err := k.Resolve([]string{target}, nil, o.Mode, 0)
@@ -1225,7 +1225,7 @@ func runStream(ctx context.Context, kin *kfeat.Info, k *symbols.Kernel, th *thre
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		cfg.progress("streaming: %s, ringbuf %d bytes, %d calls", mode, cfg.RingbufSize, calls)
+		cfg.progress("streaming: %s, %d-byte record buffers, %d calls", mode, cfg.RingbufSize, calls)
 		row := StreamRow{Mode: mode, RingbufBytes: cfg.RingbufSize, Supported: true, Calls: calls}
 		m, err := openTrace(attach.Options{Mode: mode, Filters: attach.Filters{TID: th.TID}, RingbufSize: cfg.RingbufSize, Kernel: kin, NoSpecialize: cfg.NoSpecialize, GeneralObject: cfg.GeneralObject}, trig.Target(), k, true)
 		if err != nil {

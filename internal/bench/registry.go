@@ -25,7 +25,7 @@ var Scenarios = []Choice{
 		strings.Join(AttachModes, ", ")), true},
 	{"crowd", fmt.Sprintf("hit cost of %s while K other functions (--crowd-k) are traced (--crowd-by), the target alone and shared with the other attach path",
 		strings.Join(crowdModes, " and ")), true},
-	{"stream", fmt.Sprintf("events per second delivered through the ringbuf, and drops, in the trace modes %s", strings.Join(StreamModes, ", ")), true},
+	{"stream", fmt.Sprintf("events per second delivered through the record buffers, and drops, in the trace modes %s", strings.Join(StreamModes, ", ")), true},
 }
 
 // Triggers are the ways the hit scenario calls its target.
@@ -38,7 +38,7 @@ var Triggers = []Choice{
 // report order.
 var Bodies = []Choice{
 	{BodyEmpty, "the counting program: counts hits only", true},
-	{BodyTrace, "ftprobe's trace program, entry and exit records streamed through the ringbuf", true},
+	{BodyTrace, "ftprobe's trace program, entry and exit records streamed through the record buffers", true},
 	{BodyExitOnly, "the trace program sending one record per call, at exit (the --min-duration/--errors path)", true},
 	{BodyAgg, "the trace program building stat's tables in the kernel, no record streamed", true},
 	{BodyFiltered, "the trace program whose pid filter rejects every call", true},

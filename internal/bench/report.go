@@ -211,9 +211,9 @@ func writeCrowdText(w io.Writer, crowd []CrowdRow) {
 
 // writeStreamText prints the streaming table.
 func writeStreamText(w io.Writer, stream []StreamRow) {
-	fmt.Fprintf(w, "\n== streaming: trace program (entry+exit events) through the ringbuf to one reader\n")
+	fmt.Fprintf(w, "\n== streaming: trace program (entry+exit events) through the record buffers to one reader\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tringbuf\tcalls\tproduced\tdelivered\tdropped\tevents/s\t")
+	fmt.Fprintln(tw, "mode\tbuffer\tcalls\tproduced\tdelivered\tdropped\tevents/s\t")
 	var notes footnotes
 	for _, row := range stream {
 		if !row.Supported {
