@@ -1953,18 +1953,19 @@ static __always_inline __attribute__((unused)) void pair_agg_exit(void *ctx)
 	struct tstack *st = bpf_task_storage_get(&tframes, bpf_get_current_task_btf(), 0, 0);
 	__u32 func_id = (__u32)cookie;
 	int found = -1;
-	__u32 d = 0;
+	__u64 ts = 0;
 	if (st) {
-		d = st->depth;
-		if (d > FTP_MAX_DEPTH)
-			d = FTP_MAX_DEPTH;
+		__u32 d = st->depth; /* at most FTP_MAX_DEPTH (pair_agg_entry) */
 		if (st->overflow > 0) {
 			count(FTP_STAT_EXIT_HITS);
 			st->overflow--;
 			return;
 		}
-		if (d > 0 && st->f[FTP_SLOT(d - 1)].func_id == func_id) {
+		struct frame *top = &st->f[FTP_SLOT(d - 1)];
+		if (d > 0 && top->func_id == func_id) {
+			/* The innermost frame: nothing to unwind. */
 			found = d - 1;
+			ts = top->ts_ns;
 		} else {
 #pragma clang loop unroll(full)
 			for (int i = FTP_MAX_DEPTH - 1; i >= 0; i--) {
@@ -1972,16 +1973,15 @@ static __always_inline __attribute__((unused)) void pair_agg_exit(void *ctx)
 				    st->f[FTP_SLOT(i)].func_id == func_id)
 					found = i;
 			}
+			if (found >= 0) {
+				ts = st->f[FTP_SLOT(found)].ts_ns;
+				count_n(FTP_STAT_UNWOUND, d - 1 - found);
+			}
 		}
+		if (found >= 0)
+			st->depth = found;
 	}
-	__u64 ts = 0;
-	if (found >= 0 && st) {
-		ts = st->f[FTP_SLOT(found)].ts_ns;
-		__u64 unwound = d - 1 - found;
-		if (unwound)
-			count_n(FTP_STAT_UNWOUND, unwound);
-		st->depth = found;
-	} else if (FTP_ID_FILTERS) {
+	if (found < 0 && FTP_ID_FILTERS) {
 		/* Not an exit of a call let in: an exit of the traced
 		 * threads without its entry, or another thread's. */
 		__u64 pid_tgid = bpf_get_current_pid_tgid();
