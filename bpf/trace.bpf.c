@@ -1239,9 +1239,11 @@ static __always_inline void fill_tail(void *ctx, struct rec_full *e, __u32 flags
 	}
 }
 
-static __always_inline __u32 msb64(__u64 v)
+/* In 64 bits throughout: 32-bit values cost a zero extension (two
+ * shifts) at each use. */
+static __always_inline __u64 msb64(__u64 v)
 {
-	__u32 r = 0;
+	__u64 r = 0;
 	if (v >> 32) { v >>= 32; r += 32; }
 	if (v >> 16) { v >>= 16; r += 16; }
 	if (v >> 8) { v >>= 8; r += 8; }
@@ -1252,14 +1254,16 @@ static __always_inline __u32 msb64(__u64 v)
 }
 
 /* hist_bucket: see FTP_HIST_BUCKETS (internal/stats mirrors it). */
-static __always_inline __u32 hist_bucket(__u64 d)
+static __always_inline __u64 hist_bucket(__u64 d)
 {
 	if (d < 16)
 		return d;
-	__u32 m = msb64(d);
+	__u64 m = msb64(d);
 	if (m > FTP_HIST_MAXLOG)
 		return FTP_HIST_BUCKETS - 1;
-	return 16 + (m - 4) * 8 + ((d >> (m - 3)) & 7);
+	/* 16 + (m - 4) * 8 + the 3 bits below the msb: d >> (m - 3) is 8
+	 * plus those bits. */
+	return (m - 3) * 8 + (d >> (m - 3));
 }
 
 /* aggregate adds one completed call to its function's table. The max is
@@ -1958,8 +1962,131 @@ static __always_inline void tramp_exit(void *ctx, __u8 mode, int session)
 	on_exit(ctx, mode, session, 0, 0);
 }
 
+/* FTP_PAIR_AGG: the settings under which pair_agg_entry and pair_agg_exit
+ * do the whole job of the fentry+fexit pairs (tables only, frames in task
+ * storage, no --filter, no --entry window): what on_entry and on_exit do
+ * there, without the paths those settings rule out. */
+#define FTP_PAIR_AGG (!want_events && want_agg && !x_entry && !x_exit && !window && !frames_in_hash)
+
+/* pair_agg_entry pushes a frame holding the entry's timestamp, as
+ * on_entry does (counted the same), and nothing else: no arguments, no
+ * depth for a record. */
+static __always_inline void pair_agg_entry(void *ctx)
+{
+	if (!armed)
+		return;
+	struct task_struct *t = bpf_get_current_task_btf();
+	if (FTP_ID_FILTERS) {
+		__u64 pid_tgid = bpf_get_current_pid_tgid();
+		if (!pass_ids(pid_tgid) || !pass_mutable(pid_tgid))
+			return;
+	}
+	__u64 cookie = attach_cookie(ctx);
+	count(FTP_STAT_ENTRY_HITS);
+	if ((cookie >> 32) & FTP_FN_ENTRY_ONLY) {
+		count(FTP_STAT_ENTRY_ONLY); /* no exit will pop a frame */
+		return;
+	}
+	struct tstack *st = bpf_task_storage_get(&tframes, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st) {
+		count(FTP_STAT_STACK_FULL);
+		return;
+	}
+	__u32 d = st->depth;
+	if (d >= FTP_MAX_DEPTH || st->overflow) {
+		st->overflow++;
+		count(FTP_STAT_DEPTH_OVERFLOW);
+		return;
+	}
+	/* The slot claimed before it is filled (see on_entry). */
+	st->depth = d + 1;
+	struct frame *f = &st->f[FTP_SLOT(d)];
+	f->func_id = (__u32)cookie;
+	f->ts_ns = bpf_ktime_get_ns();
+}
+
+/* pair_agg_exit pops its call's frame and adds the call to its
+ * function's table, as on_exit does under FTP_PAIR_AGG, but for one
+ * order: the frame is looked up before the filters, which are asked only
+ * when it is not found. A frame of this function on this thread's stack
+ * was pushed by an entry the filters let in (a rejected entry pushes
+ * none), and is taken whatever they say now, as the session modes and
+ * on_exit take the exit of a call let in; so a timed call's exit asks
+ * for no ids. An exit that finds no frame asks them, as on_exit does
+ * (another thread's: its entries pushed none). */
+static __always_inline __attribute__((unused)) void pair_agg_exit(void *ctx)
+{
+	if (!armed)
+		return;
+	/* The return value first, while the cookie is an immediate the
+	 * load-time specializer folds normalize_ret with (internal/specialize
+	 * forgets a spilled value at the first atomic), and the frame popped
+	 * and its timestamp read before the clock: fewer values live across
+	 * the helper calls. */
+	__u64 cookie = attach_cookie(ctx);
+	__u64 raw = 0;
+	bpf_get_func_ret(ctx, &raw);
+	int is_err = 0;
+	__s64 ret = normalize_ret(cookie >> 32, raw, &is_err);
+	struct tstack *st = bpf_task_storage_get(&tframes, bpf_get_current_task_btf(), 0, 0);
+	__u32 func_id = (__u32)cookie;
+	int found = -1;
+	__u64 ts = 0;
+	if (st) {
+		__u32 d = st->depth; /* at most FTP_MAX_DEPTH (pair_agg_entry) */
+		if (st->overflow > 0) {
+			count(FTP_STAT_EXIT_HITS);
+			st->overflow--;
+			return;
+		}
+		struct frame *top = &st->f[FTP_SLOT(d - 1)];
+		if (d > 0 && top->func_id == func_id) {
+			/* The innermost frame: nothing to unwind. */
+			found = d - 1;
+			ts = top->ts_ns;
+		} else {
+#pragma clang loop unroll(full)
+			for (int i = FTP_MAX_DEPTH - 1; i >= 0; i--) {
+				if (found < 0 && (__u32)i < d &&
+				    st->f[FTP_SLOT(i)].func_id == func_id)
+					found = i;
+			}
+			if (found >= 0) {
+				ts = st->f[FTP_SLOT(found)].ts_ns;
+				count_n(FTP_STAT_UNWOUND, d - 1 - found);
+			}
+		}
+		if (found >= 0)
+			st->depth = found;
+	}
+	if (found < 0 && FTP_ID_FILTERS) {
+		/* Not an exit of a call let in: an exit of the traced
+		 * threads without its entry, or another thread's. */
+		__u64 pid_tgid = bpf_get_current_pid_tgid();
+		if (!pass_ids(pid_tgid) || !pass_mutable(pid_tgid))
+			return;
+	}
+	int timed = found >= 0;
+	__u64 dur = timed ? bpf_ktime_get_ns() - ts : 0;
+	count(FTP_STAT_EXIT_HITS);
+	if (!timed)
+		count(FTP_STAT_NO_ENTRY);
+	if (min_duration_ns && (!timed || dur < min_duration_ns))
+		return;
+	if (errors_only && !is_err)
+		return;
+	aggregate(func_id, timed, dur, ret, is_err);
+}
+
 SEC("fentry")
-int ftp_fentry(void *ctx) { tramp_entry(ctx, FTP_MODE_FENTRY); return 0; }
+int ftp_fentry(void *ctx)
+{
+	if (FTP_PAIR_AGG)
+		pair_agg_entry(ctx);
+	else
+		tramp_entry(ctx, FTP_MODE_FENTRY);
+	return 0;
+}
 
 #if defined(FTP_FILTER)
 /* In the filter object the fexit is a small head, which runs the entry
@@ -1982,12 +2109,15 @@ int ftp_fentry(void *ctx) { tramp_entry(ctx, FTP_MODE_FENTRY); return 0; }
 		return name##_body(ctx);                                              \
 	}
 #else
-#define FTP_FEXIT(name, mode)        \
-	SEC("fexit")                 \
-	int name(void *ctx)          \
-	{                            \
-		tramp_exit(ctx, mode, 0); \
-		return 0;            \
+#define FTP_FEXIT(name, mode)             \
+	SEC("fexit")                      \
+	int name(void *ctx)               \
+	{                                 \
+		if (FTP_PAIR_AGG)         \
+			pair_agg_exit(ctx); \
+		else                      \
+			tramp_exit(ctx, mode, 0); \
+		return 0;                 \
 	}
 #endif
 
@@ -1995,7 +2125,14 @@ FTP_FEXIT(ftp_fexit, FTP_MODE_FENTRY)
 
 /* fentry.multi / fexit.multi (BPF_TRACE_FENTRY_MULTI/FEXIT_MULTI, 7.x). */
 SEC("fentry")
-int ftp_fentry_multi(void *ctx) { tramp_entry(ctx, FTP_MODE_FENTRY_MULTI); return 0; }
+int ftp_fentry_multi(void *ctx)
+{
+	if (FTP_PAIR_AGG)
+		pair_agg_entry(ctx);
+	else
+		tramp_entry(ctx, FTP_MODE_FENTRY_MULTI);
+	return 0;
+}
 
 FTP_FEXIT(ftp_fexit_multi, FTP_MODE_FENTRY_MULTI)
 

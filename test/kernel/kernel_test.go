@@ -1900,14 +1900,16 @@ func statTables(t *testing.T, evs []map[string]any) map[string]map[string]any {
 // TestStatAggregates: stat (trace --quiet) builds its tables in the
 // kernel and streams no per-call record; in every mode the table counts
 // exactly the calls made, their errors by errno, and a duration for each
-// call (histogram total = calls).
+// call (histogram total = calls). ksys_read encloses each vfs_read:
+// nested calls, each timed from its own entry (the outer ones take
+// longer, in sum and at most).
 func TestStatAggregates(t *testing.T) {
 	e := lab(t)
 	const reads, fails = 300, 7
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			needMode(t, e, mode)
-			evs, sum := traceInThreadWith(t, trace.Options{Patterns: []string{"vfs_read", "do_sys_openat2"}, Mode: mode, Quiet: true, Hist: true}, func() {
+			evs, sum := traceInThreadWith(t, trace.Options{Patterns: []string{"ksys_read", "vfs_read", "do_sys_openat2"}, Mode: mode, Quiet: true, Hist: true}, func() {
 				_, err := workload.Run(workload.Spec{Kind: "read", Path: "/dev/zero", Count: reads})
 				require.NoError(t, err)
 				r, err := workload.Run(workload.Spec{Kind: "openfail", Path: "/nonexistent/ftprobe-stat", Count: fails})
@@ -1915,10 +1917,14 @@ func TestStatAggregates(t *testing.T) {
 				require.Equal(t, fails, r.Errors)
 			})
 			byName := statTables(t, evs)
-			rd, op := byName["vfs_read"], byName["do_sys_openat2"]
+			ks, rd, op := byName["ksys_read"], byName["vfs_read"], byName["do_sys_openat2"]
+			require.NotNil(t, ks, "ksys_read table")
 			require.NotNil(t, rd, "vfs_read table")
 			require.NotNil(t, op, "do_sys_openat2 table")
+			assert.EqualValues(t, reads, num(ks["calls"]), "one call per 1-byte read")
 			assert.EqualValues(t, reads, num(rd["calls"]), "one call per 1-byte read")
+			assert.Greater(t, num(ks["sum_ns"]), num(rd["sum_ns"]), "ksys_read's calls enclose vfs_read's")
+			assert.GreaterOrEqual(t, num(ks["max_ns"]), num(rd["max_ns"]), "ksys_read's calls enclose vfs_read's")
 			assert.EqualValues(t, 0, num(rd["errors"]))
 			assert.EqualValues(t, 1+fails, num(op["calls"]), "the read workload's open and the failing ones")
 			assert.EqualValues(t, fails, num(op["errors"]))
@@ -1936,9 +1942,9 @@ func TestStatAggregates(t *testing.T) {
 			}
 			assert.Zero(t, sum.Events, "no per-call record")
 			if assert.NotNil(t, sum.Calls, "the summary counts the tables' calls") {
-				assert.EqualValues(t, reads+1+fails, *sum.Calls)
+				assert.EqualValues(t, 2*reads+1+fails, *sum.Calls)
 			}
-			assert.EqualValues(t, reads+1+fails, sum.Losses.EntryHits)
+			assert.EqualValues(t, 2*reads+1+fails, sum.Losses.EntryHits)
 			assertNoLosses(t, sum.Losses)
 			assertNothingAttached(t)
 		})
