@@ -4,17 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/ftprobe/ftprobe/internal/attach"
 	"github.com/ftprobe/ftprobe/internal/trace"
@@ -36,23 +32,7 @@ func TestTraceTwoCPUs(t *testing.T) {
 		defer w.stop()
 	}
 	file := filepath.Join(t.TempDir(), "events")
-	cmd := exec.Command(bin, "trace", "--mode", attach.ModeFSession, "--output", "json", "--pid", fmt.Sprint(os.Getpid()), "-o", file, "vfs_read")
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	defer cmd.Process.Kill()
-	log := waitTracing(t, stderr)
-	for _, w := range ws {
-		w.run()
-	}
-	for _, w := range ws {
-		require.NoError(t, <-w.done)
-	}
-	require.NoError(t, cmd.Process.Signal(unix.SIGINT))
-	rest, _ := io.ReadAll(stderr)
-	log += string(rest)
-	require.NoError(t, cmd.Wait(), log)
-	t.Log(strings.TrimSpace(log))
+	log := traceDuring(t, bin, []string{"--mode", attach.ModeFSession, "--output", "json", "--pid", fmt.Sprint(os.Getpid()), "-o", file, "vfs_read"}, ws...)
 	assert.Regexp(t, `; (none lost|LOST: \d+ recursion miss(es)?)\n$`, log)
 
 	type seen struct {

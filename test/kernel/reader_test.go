@@ -45,19 +45,7 @@ func TestReaderKeepsUp(t *testing.T) {
 			// own would run the programs, as every task's vfs_read does,
 			// and could preempt them: kernel-skipped runs).
 			file := filepath.Join(t.TempDir(), "events")
-			cmd := exec.Command(bin, "trace", "--mode", c.mode, "--output", c.output, "--tid", fmt.Sprint(w.tid), "-o", file, "vfs_read")
-			stderr, err := cmd.StderrPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
-			defer cmd.Process.Kill()
-			log := waitTracing(t, stderr)
-			w.run()
-			require.NoError(t, <-w.done)
-			require.NoError(t, cmd.Process.Signal(unix.SIGINT))
-			rest, _ := io.ReadAll(stderr)
-			log += string(rest)
-			require.NoError(t, cmd.Wait(), log)
-			t.Log(strings.TrimSpace(log))
+			log := traceDuring(t, bin, []string{"--mode", c.mode, "--output", c.output, "--tid", fmt.Sprint(w.tid), "-o", file, "vfs_read"}, w)
 			out := &readCounter{json: c.output == "json", tid: w.tid}
 			f, err := os.Open(file)
 			require.NoError(t, err)
@@ -139,6 +127,30 @@ func (w *readWorkload) stop() {
 		w.start <- false
 	}
 	close(w.end)
+}
+
+// traceDuring runs ftprobe trace with args, runs the workloads once it
+// traces and waits for them, then stops it with SIGINT; it returns its log.
+func traceDuring(t *testing.T, bin string, args []string, ws ...*readWorkload) string {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"trace"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer cmd.Process.Kill()
+	log := waitTracing(t, stderr)
+	for _, w := range ws {
+		w.run()
+	}
+	for _, w := range ws {
+		require.NoError(t, <-w.done)
+	}
+	require.NoError(t, cmd.Process.Signal(unix.SIGINT))
+	rest, _ := io.ReadAll(stderr)
+	log += string(rest)
+	require.NoError(t, cmd.Wait(), log)
+	t.Log(strings.TrimSpace(log))
+	return log
 }
 
 // waitTracing reads ftprobe's log until it says it is tracing, and
