@@ -2,7 +2,7 @@
 // into the memory of each CPU (the areas map of bpf/trace.bpf.c, a
 // BPF_F_MMAPABLE array mapped here) and merges them into one stream: in
 // timestamp order, each record held at most a bounded delay after its
-// timestamp (Ordered), or as they come (counting readers).
+// timestamp (Options.Delay), or as they come (counting readers).
 //
 // Each CPU's programs reserve space with a compare-and-swap on that CPU's
 // head and publish a record by storing its length last; the reader
@@ -29,7 +29,7 @@ import (
 // Options configure a Reader.
 type Options struct {
 	// Delay is how long after its timestamp a record waits for older
-	// ones from other CPUs (0: no ordering, records in ring order, CPU
+	// ones from other CPUs (0: no ordering, each CPU's records in their order, CPU
 	// after CPU). A record committed later than Delay after its
 	// timestamp (its producer preempted between the two) comes out of
 	// order, never lost.
@@ -45,8 +45,9 @@ type Options struct {
 	Poll time.Duration
 }
 
-// DefaultDelay is the delay trace uses: ten times the longest a record was
-// seen to take from its timestamp to its commit under emulation (TCG).
+// DefaultDelay is the delay trace uses: twice DefaultPoll, so that a
+// record committed on an idle CPU just after the reader looked is read
+// before the records of the other CPUs that are younger than it go.
 const DefaultDelay = 20 * time.Millisecond
 
 // DefaultQueueBytes is the default bound of a CPU's queue.
@@ -104,14 +105,14 @@ func NewReader(m *ebpf.Map, g Geometry, o Options) (*Reader, error) {
 func (r *Reader) SetDeadline(t time.Time) { r.deadline = t }
 
 // Final makes every record due at once: ReadInto then returns the records
-// left in the rings and queues, in timestamp order, and
+// left in the areas and queues, in timestamp order, and
 // os.ErrDeadlineExceeded when none is left (after the producers stopped).
 func (r *Reader) Final() { r.final = true }
 
 // ReadInto puts the next record into rec. rec.RawSample stays valid until
 // the next call (it points into the reader's queue). It returns
-// os.ErrDeadlineExceeded when nothing was due by the deadline, or an
-// error of a ring's reader.
+// os.ErrDeadlineExceeded when nothing was due by the deadline (after
+// Final: when nothing is left).
 func (r *Reader) ReadInto(rec *ringbuf.Record) error {
 	// A queue emptied while records waited behind its bound is refilled
 	// before any other CPU's record is chosen: its next ones may be older.
