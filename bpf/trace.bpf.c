@@ -399,7 +399,9 @@ enum ftp_area {
 	FTP_AREA_CHUNK = 1 << FTP_AREA_SHIFT, /* record bytes per element */
 	FTP_AREA_SLACK = 2048,                /* > 8 + the largest record (rec_x) */
 };
+#define FTP_MAX_COMPACT 96 /* largest compact record: an exit with its arguments */
 _Static_assert(sizeof(struct rec_x) + 8 <= FTP_AREA_SLACK && sizeof(struct rec_full) + 8 <= FTP_AREA_SLACK, "a record fits in the slack");
+_Static_assert(sizeof(struct rec_exit) <= FTP_MAX_COMPACT, "compact records fit output");
 
 struct area_ctl {
 	__u64 head; /* bytes reserved since the start, by the CPU's programs */
@@ -1061,6 +1063,29 @@ static __always_inline void area_commit(__u64 *w, __u64 size)
 	__sync_lock_test_and_set(w, size);
 }
 
+/* output sends a compact record of nev events (0: a comm record, which is
+ * sent again with the thread's next record; 2: a call record) of size
+ * bytes (a multiple of 8, at most FTP_MAX_COMPACT); a full area, or none,
+ * drops them, counted in events. */
+static __always_inline int output(void *rec, __u64 size, __u64 nev)
+{
+	__u64 *w = area_reserve(size);
+	if (!w) {
+		if (nev)
+			count_n(FTP_STAT_RINGBUF_DROP, nev);
+		return -1;
+	}
+	__u64 *src = rec;
+#pragma unroll
+	for (int k = 0; k < FTP_MAX_COMPACT / 8; k++) {
+		if (k * 8 >= size)
+			break;
+		w[1 + k] = src[k];
+	}
+	area_commit(w, size);
+	return 0;
+}
+
 /* output_x sends a record with --arg values of size bytes. */
 static __always_inline void output_x(struct rec_x *r, __u64 size)
 {
@@ -1085,14 +1110,10 @@ static __always_inline void send_comm(struct tstack *st, __u64 pid_tgid, __u64 n
 {
 	if (st && st->comm_sent)
 		return;
-	__u64 *w = area_reserve(sizeof(struct rec_comm));
-	if (!w)
-		return; /* sent again with the thread's next record */
-	struct rec_comm *c = (void *)(w + 1);
-	fill_hdr(&c->h, pid_tgid, now, 0, FTP_COMM, 0, 0);
-	bpf_get_current_comm(c->comm, sizeof(c->comm));
-	area_commit(w, sizeof(struct rec_comm));
-	if (st)
+	struct rec_comm c;
+	fill_hdr(&c.h, pid_tgid, now, 0, FTP_COMM, 0, 0);
+	bpf_get_current_comm(c.comm, sizeof(c.comm));
+	if (output(&c, sizeof(c), 0) == 0 && st)
 		st->comm_sent = 1;
 }
 
@@ -1103,6 +1124,10 @@ static __always_inline void send_comm(struct tstack *st, __u64 pid_tgid, __u64 n
 static __always_inline void emit_entry(__u64 pid_tgid, __u64 ts, __u32 func_id, __u8 mode, __u16 depth,
 				       __u16 cpu, __u64 nargs, __u64 *args)
 {
+	struct rec_entry r;
+	fill_hdr(&r.h, pid_tgid, ts, func_id, FTP_ENTRY, mode, depth);
+	r.h.cpu = cpu;
+	r.h.flags = FTP_F_HAS_ARGS;
 	/* Masked where clang cannot drop it (see FTP_SLOT): it knows nargs
 	 * <= FTP_MAX_ARGS from the callers and would drop a C mask and the
 	 * clamp, and 6.1's verifier then sees an unbounded size ("R3 min
@@ -1111,21 +1136,10 @@ static __always_inline void emit_entry(__u64 pid_tgid, __u64 ts, __u32 func_id, 
 	asm volatile("%[v] &= 7" : [v] "+r"(n));
 	if (n > FTP_MAX_ARGS)
 		n = FTP_MAX_ARGS;
-	__u64 size = sizeof(struct rec_hdr) + n * 8;
-	__u64 *w = area_reserve(size);
-	if (!w) {
-		count(FTP_STAT_RINGBUF_DROP);
-		return;
-	}
-	struct rec_entry *r = (void *)(w + 1);
-	fill_hdr(&r->h, pid_tgid, ts, func_id, FTP_ENTRY, mode, depth);
-	r->h.cpu = cpu;
-	r->h.flags = FTP_F_HAS_ARGS;
-	r->h.nargs = n;
+	r.h.nargs = n;
 	for (int k = 0; k < FTP_MAX_ARGS; k++)
-		if (k < n)
-			r->args[k] = args[k];
-	area_commit(w, size);
+		r.args[k] = args[k];
+	output(&r, sizeof(r.h) + n * 8, 1);
 }
 
 /* flush_entry sends the pending entry of frame i (FTP_LEAF) on its own:
@@ -1875,33 +1889,27 @@ static __always_inline void on_exit(void *ctx, __u8 mode, int session, int regs,
 			  fargs, FTP_DEFERRED && ((want_strings && timed) || want_stack));
 		return;
 	}
-	__u64 n = 0;
+	struct rec_exit r;
+	fill_hdr(&r.h, pid_tgid, now, func_id, leaf ? FTP_CALL : FTP_EXIT, mode, depth);
+	r.h.flags = flags;
+	r.h.nargs = fnargs;
+	r.duration_ns = dur;
+	r.ret = ret;
 	if (FTP_DEFERRED || leaf) {
-		n = fnargs;
+		if (leaf) {
+			r.h.flags = FTP_F_HAS_ARGS;
+			r.h.entry_cpu = ecpu;
+		}
+		for (int i = 0; i < FTP_MAX_ARGS; i++)
+			r.args[i] = fargs[i];
+		__u64 n = fnargs;
 		asm volatile("%[v] &= 7" : [v] "+r"(n)); /* see on_entry */
 		if (n > FTP_MAX_ARGS)
 			n = FTP_MAX_ARGS;
-	}
-	__u64 size = sizeof(struct rec_hdr) + 16 + n * 8;
-	__u64 *w = area_reserve(size);
-	if (!w) {
-		count_n(FTP_STAT_RINGBUF_DROP, 1 + leaf);
+		output(&r, sizeof(r.h) + 16 + n * 8, 1 + leaf);
 		return;
 	}
-	struct rec_exit *r = (void *)(w + 1);
-	fill_hdr(&r->h, pid_tgid, now, func_id, leaf ? FTP_CALL : FTP_EXIT, mode, depth);
-	r->h.flags = flags;
-	r->h.nargs = fnargs;
-	r->duration_ns = dur;
-	r->ret = ret;
-	if (leaf) {
-		r->h.flags = FTP_F_HAS_ARGS;
-		r->h.entry_cpu = ecpu;
-	}
-	for (int i = 0; i < FTP_MAX_ARGS; i++)
-		if (i < n)
-			r->args[i] = fargs[i];
-	area_commit(w, size);
+	output(&r, sizeof(r.h) + 16, 1);
 }
 
 /* Entry and exit of every trampoline mode: arguments and return value
