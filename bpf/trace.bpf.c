@@ -1965,8 +1965,94 @@ static __always_inline int tramp_entry(void *ctx, __u8 mode)
 	return on_entry(ctx, pid_tgid, cookie, args, n > FTP_MAX_ARGS ? FTP_MAX_ARGS : n, mode);
 }
 
+/* FTP_LEAF_FAST: the lean object's settings (records in leaves, frames in
+ * task storage, no --filter, --entry or tables), under which leaf_exit
+ * takes the most common exit. */
+#if defined(FTP_LEAN)
+#define FTP_LEAF_FAST (FTP_LEAF && !want_agg && !x_entry && !window && !frames_in_hash)
+#else
+#define FTP_LEAF_FAST 0
+#endif
+
+/* leaf_exit sends the exit of a leaf call as on_exit does, for one case:
+ * the thread's innermost frame is this call's, its entry still pending,
+ * entered under the comm user space has (same comm_gen: no exec nor
+ * rename since). It returns 0, having changed nothing, for any other
+ * exit, which on_exit then takes. The return value is normalized while
+ * the cookie is an immediate (see pair_agg_exit). */
+static __always_inline int leaf_exit(void *ctx, __u8 mode, int session)
+{
+	__u64 cookie = attach_cookie(ctx);
+	__u64 raw = 0;
+	bpf_get_func_ret(ctx, &raw);
+	int is_err = 0;
+	__s64 ret = normalize_ret(cookie >> 32, raw, &is_err);
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct tstack *st = bpf_task_storage_get(&tframes, t, 0, 0);
+	if (!st)
+		return 0;
+	__u32 d = st->depth;
+	if (d == 0 || d > FTP_MAX_DEPTH || st->overflow || !st->comm_sent)
+		return 0;
+	__u32 found = d - 1;
+	struct frame *f = &st->f[FTP_SLOT(found)];
+	if (f->func_id != (__u32)cookie || !f->pending || f->comm_gen != st->comm_gen)
+		return 0;
+	/* The ids from the task's fields where the program is loaded with
+	 * CO-RE (ftp_fexit); the trampoline loader of fsession and the multi
+	 * types has none (attach.LoadTrampoline): the helper there. */
+	__u64 pid_tgid;
+	if (mode == FTP_MODE_FENTRY)
+		pid_tgid = ((__u64)t->tgid << 32) | (__u32)t->pid;
+	else
+		pid_tgid = bpf_get_current_pid_tgid();
+	if (!session && !pass_ids(pid_tgid))
+		return 0;
+	/* Taken here or by a program nested on this thread (flush_entry),
+	 * which sent the entry on its own: on_exit sends a plain exit. */
+	if (!__sync_lock_test_and_set(&f->pending, 0))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 dur = now - f->ts_ns;
+	__u16 ecpu = f->cpu;
+	__u8 fnargs = f->nargs;
+	__u64 fargs[FTP_MAX_ARGS];
+	for (int i = 0; i < FTP_MAX_ARGS; i++)
+		fargs[i] = f->args[i];
+	st->depth = found;
+	count(FTP_STAT_EXIT_HITS);
+	__u64 n = fnargs;
+	asm volatile("%[v] &= 7" : [v] "+r"(n)); /* see emit_entry */
+	if (n > FTP_MAX_ARGS)
+		n = FTP_MAX_ARGS;
+	__u64 size = sizeof(struct rec_hdr) + 16 + n * 8;
+	__u64 *w = area_reserve(size);
+	if (!w) {
+		count_n(FTP_STAT_RINGBUF_DROP, 2);
+		return 1;
+	}
+	struct rec_exit *r = (void *)(w + 1);
+	fill_hdr(&r->h, pid_tgid, now, (__u32)cookie, FTP_CALL, mode, found);
+	r->h.flags = FTP_F_HAS_ARGS;
+	r->h.nargs = fnargs;
+	r->h.entry_cpu = ecpu;
+	r->duration_ns = dur;
+	r->ret = ret;
+	for (int i = 0; i < FTP_MAX_ARGS; i++)
+		if (i < n)
+			r->args[i] = fargs[i];
+	area_commit(w, size);
+	return 1;
+}
+
 static __always_inline void tramp_exit(void *ctx, __u8 mode, int session)
 {
+	if (FTP_LEAF_FAST) {
+		if (!armed)
+			return;
+		if (leaf_exit(ctx, mode, session))
+			return;
+	}
 	on_exit(ctx, mode, session, 0, 0);
 }
 

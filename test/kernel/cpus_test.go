@@ -17,7 +17,7 @@ import (
 )
 
 // TestTraceTwoCPUs: two threads pinned to CPUs 0 and 1 read /dev/zero a
-// byte at a time at once; trace vfs_read of this process (fsession, JSON)
+// byte at a time at once; trace vfs_read of this process (fentry+fexit, JSON)
 // delivers every call of each, entry and exit, from the CPU it ran on,
 // each thread's events in timestamp order, and nothing lost: the records
 // of the two CPUs' buffers merged into one stream.
@@ -25,14 +25,14 @@ func TestTraceTwoCPUs(t *testing.T) {
 	const reads = 20_000
 	e := lab(t)
 	require.GreaterOrEqual(t, runtime.NumCPU(), 2, "the lab VM has two CPUs")
-	needMode(t, e, attach.ModeFSession)
+	needMode(t, e, attach.ModeFentryFexit)
 	bin := ftprobeBinary(t)
 	ws := []*readWorkload{startReaderOn(t, 0, reads), startReaderOn(t, 1, reads)}
 	for _, w := range ws {
 		defer w.stop()
 	}
 	file := filepath.Join(t.TempDir(), "events")
-	log := traceDuring(t, bin, []string{"--mode", attach.ModeFSession, "--output", "json", "--pid", fmt.Sprint(os.Getpid()), "-o", file, "vfs_read"}, ws...)
+	log := traceDuring(t, bin, []string{"--mode", attach.ModeFentryFexit, "--output", "json", "--pid", fmt.Sprint(os.Getpid()), "-o", file, "vfs_read"}, ws...)
 	assert.Regexp(t, `; (none lost|LOST: \d+ recursion miss(es)?)\n$`, log)
 
 	type seen struct {
