@@ -17,11 +17,12 @@ import (
 )
 
 const (
-	arm64Report = "../../docs/bench/compare-arm64-7.3.json"
-	amd64Report = "../../docs/bench/compare-amd64-7.3.json"
+	arm64Report = "testdata/compare-arm64-7.3.json"
+	amd64Report = "testdata/compare-amd64-7.3.json"
 )
 
-// readCommitted loads one of the lab reports docs/benchmarks.md shows.
+// readCommitted loads one of two lab reports kept as fixtures (arm64 and
+// amd64 7.3 under icount), whose figures the merge tests check.
 func readCommitted(t *testing.T, path string) *Report {
 	r, err := ReadReportFile(path)
 	require.NoError(t, err)
