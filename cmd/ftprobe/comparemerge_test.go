@@ -13,8 +13,8 @@ import (
 )
 
 const (
-	arm64Report = "../../docs/bench/compare-arm64-7.3.json"
-	amd64Report = "../../docs/bench/compare-amd64-7.3.json"
+	arm64Report = "../../internal/bench/testdata/compare-arm64-7.3.json"
+	amd64Report = "../../internal/bench/testdata/compare-amd64-7.3.json"
 )
 
 // raised writes a copy of the arm64 lab report into dir with the trace
