@@ -77,7 +77,7 @@ func writeHitText(w io.Writer, hit []HitRow) {
 		"   x ref = ns over base over fentry's (empty body) or fentry+fexit's (other bodies);\n"+
 		"   x empty = ns over base over the empty program's of the same mode (what ftprobe's own body adds);\n"+
 		timedNote+
-		"   drops = ringbuf drops over all runs (trace bodies; reader %s)\n", readerOf(hit))
+		"   drops = events a full record buffer dropped, over all runs (trace bodies; reader %s)\n", readerOf(hit))
 	if multi {
 		fmt.Fprint(w, "   threads = threads pinned to as many CPUs calling at once, each making the calls of a run; ns/hit = their\n"+
 			"   wall ns, first start to last end, per call of one thread (under QEMU icount the clock counts every vCPU's\n"+
