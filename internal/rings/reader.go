@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -56,9 +58,13 @@ const DefaultQueueBytes = 1 << 20
 // DefaultPoll is the default interval between looks at idle areas.
 const DefaultPoll = 10 * time.Millisecond
 
-// Reader reads the records of several CPUs as one stream. It is not
-// safe for concurrent use; the caller must Close it.
+// Reader reads the records of several CPUs as one stream. One goroutine
+// reads at a time; Close may be called from another, and makes a
+// ReadInto in progress return os.ErrClosed. The caller must Close it.
 type Reader struct {
+	mu       sync.Mutex // held by ReadInto and by Close while it unmaps
+	done     chan struct{}
+	closed   atomic.Bool
 	o        Options
 	mem      []byte // the mapped areas map
 	qs       []*queue
@@ -83,7 +89,7 @@ func NewReader(m *ebpf.Map, g Geometry, o Options) (*Reader, error) {
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
 	}
-	r := &Reader{o: o, clock: monotonic}
+	r := &Reader{o: o, clock: monotonic, done: make(chan struct{})}
 	if len(g.CPUs) == 0 {
 		return r, nil
 	}
@@ -112,8 +118,13 @@ func (r *Reader) Final() { r.final = true }
 // ReadInto puts the next record into rec. rec.RawSample stays valid until
 // the next call (it points into the reader's queue). It returns
 // os.ErrDeadlineExceeded when nothing was due by the deadline (after
-// Final: when nothing is left).
+// Final: when nothing is left), os.ErrClosed once the reader is closed.
 func (r *Reader) ReadInto(rec *ringbuf.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed.Load() {
+		return os.ErrClosed
+	}
 	// A queue emptied while records waited behind its bound is refilled
 	// before any other CPU's record is chosen: its next ones may be older.
 	if q := r.refill; q != nil {
@@ -140,6 +151,9 @@ func (r *Reader) ReadInto(rec *ringbuf.Record) error {
 		}
 		if err := r.wait(); err != nil {
 			return err
+		}
+		if r.closed.Load() {
+			return os.ErrClosed
 		}
 	}
 }
@@ -208,7 +222,12 @@ func (r *Reader) wait() error {
 	if d, ok := r.untilDue(); ok && now.Add(d).Before(until) {
 		until = now.Add(d)
 	}
-	time.Sleep(until.Sub(now))
+	t := time.NewTimer(until.Sub(now))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.done:
+	}
 	return nil
 }
 
@@ -234,8 +253,15 @@ func (r *Reader) untilDue() (time.Duration, bool) {
 	return time.Duration(due - r.now), true
 }
 
-// Close unmaps the areas.
+// Close ends a ReadInto in progress (os.ErrClosed), waits for it and
+// unmaps the areas. Closing twice does nothing.
 func (r *Reader) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	close(r.done)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.mem == nil {
 		return nil
 	}

@@ -247,6 +247,32 @@ func TestBoundedQueueRefilledFirst(t *testing.T) {
 	assert.Equal(t, uint64(1000), ts[30])
 }
 
+// TestCloseWhileReading: Close from another goroutine ends a ReadInto
+// waiting on a far deadline with os.ErrClosed, before it unmaps the areas;
+// later calls say closed too.
+func TestCloseWhileReading(t *testing.T) {
+	g := testGeometry(0, 1)
+	r, err := NewReader(areasMap(t, g), g, Options{Delay: time.Millisecond, Timestamp: tsOf, Poll: time.Hour})
+	require.NoError(t, err)
+	r.SetDeadline(time.Now().Add(time.Hour))
+	got := make(chan error, 1)
+	go func() {
+		var rec ringbuf.Record
+		got <- r.ReadInto(&rec)
+	}()
+	time.Sleep(20 * time.Millisecond) // let it wait
+	require.NoError(t, r.Close())
+	select {
+	case err := <-got:
+		assert.ErrorIs(t, err, os.ErrClosed)
+	case <-time.After(10 * time.Second):
+		t.Fatal("ReadInto still waiting after Close")
+	}
+	var rec ringbuf.Record
+	assert.ErrorIs(t, r.ReadInto(&rec), os.ErrClosed)
+	assert.NoError(t, r.Close())
+}
+
 func TestNewReaderBadInput(t *testing.T) {
 	g := testGeometry(0)
 	_, err := NewReader(areasMap(t, g), g, Options{Delay: time.Second})
