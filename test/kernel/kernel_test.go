@@ -1553,8 +1553,7 @@ func TestTreeFollowsChildren(t *testing.T) {
 	pinned := make(chan error, 1)
 	go func() { // this test process: not in the command's tree
 		defer outside.Done()
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		runtime.LockOSThread() // never unlocked: the pinned thread exits with the goroutine
 		pinned <- pinThread(0)
 		for {
 			select {

@@ -94,8 +94,10 @@ func startReaderOn(t *testing.T, cpu, reads int) *readWorkload {
 	w := &readWorkload{start: make(chan bool, 1), done: make(chan error, 1), end: make(chan struct{})}
 	tids := make(chan int)
 	go func() {
+		// Never unlocked: the pinned thread exits with the goroutine
+		// instead of going back to run others (a command started from
+		// it would inherit the pinning).
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
 		f, err := os.Open("/dev/zero")
 		if err == nil {
 			err = pinThread(cpu)
