@@ -34,7 +34,7 @@ func layoutAreas(spec *ebpf.CollectionSpec, opts Options) (rings.Geometry, []set
 	g.CPUs = cpus
 	settings := []setting{{"area_cpus", uint32(g.Slots())}, {"area_stride", uint32(g.Stride())}, {"area_mask", uint32(g.Chunks - 1)}}
 	n := g.Slots() * g.Stride()
-	if uint64(n)*uint64(g.ElemSize) >= 1<<32-1<<20 {
+	if !areasFit(uint64(g.Chunks*g.Chunk), g.Slots()) {
 		return g, nil, fmt.Errorf("records of %d bytes per CPU for %d CPUs: %w", g.Chunks*g.Chunk, g.Slots(), ErrAreasTooLarge)
 	}
 	m.MaxEntries = uint32(n)

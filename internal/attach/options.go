@@ -235,10 +235,17 @@ const areaElemSize = uint64(bpfobj.TraceFtpAreaFTP_AREA_CHUNK + bpfobj.TraceFtpA
 // and each at most MaxRingbufSize.
 func MaxRingbufSizeFor(slots int) uint64 {
 	n := uint64(MaxRingbufSize)
-	for n > MinRingbufSize && uint64(max(slots, 1))*(1+n/MinRingbufSize)*areaElemSize >= 1<<32-1<<20 {
+	for n > MinRingbufSize && !areasFit(n, slots) {
 		n >>= 1
 	}
 	return n
+}
+
+// areasFit reports whether the areas of slots CPU ids with perCPU bytes of
+// records each (and a control element) fit one BPF array, under 4 GiB
+// (kernel/bpf/arraymap.c array_map_alloc).
+func areasFit(perCPU uint64, slots int) bool {
+	return uint64(max(slots, 1))*(1+perCPU/MinRingbufSize)*areaElemSize < 1<<32-1<<20
 }
 
 // ValidateRingbufSize checks that n, the bytes of records per CPU, is a

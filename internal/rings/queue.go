@@ -2,7 +2,6 @@ package rings
 
 // queue holds one CPU's records copied out of its area, in their order.
 type queue struct {
-	cpu   int
 	area  area
 	pos   uint64 // the area's next record
 	arena []byte // the records, back to back from recs[hd].start

@@ -101,7 +101,7 @@ func NewReader(m *ebpf.Map, g Geometry, o Options) (*Reader, error) {
 	}
 	r.mem = mem
 	for _, cpu := range g.CPUs {
-		r.qs = append(r.qs, &queue{cpu: cpu, area: newArea(mem, g, cpu)})
+		r.qs = append(r.qs, &queue{area: newArea(mem, g, cpu)})
 	}
 	return r, nil
 }
