@@ -18,10 +18,10 @@ var (
 	openWorkLine = regexp.MustCompile(`workload open: pid (\d+) tid (\d+): (\d+) ops`)
 )
 
-// TestTraceSelfLeftOut: `trace --entry do_sys_openat2 'lookup_*' 'path_*'`
+// TestTraceSelfLeftOut: `trace --entry do_sys_openat2 'lookup_*elem*' 'path_*at'`
 // in auto mode around `ftprobe workload open /etc/hostname` leaves out the
 // functions ftprobe's own programs call (the BPF hash lookups among
-// lookup_*), says so with their count and reason, and writes one tree per
+// lookup_*elem*), says so with their count and reason, and writes one tree per
 // open of the workload, with its pid and tid and the file name, none of
 // them holding a left-out function and no recursion miss. The same trace
 // again takes the verdicts from the per-boot cache, the same ones. An
@@ -31,7 +31,7 @@ func TestTraceSelfLeftOut(t *testing.T) {
 	lab(t)
 	bin := ftprobeBinary(t)
 	out := filepath.Join(t.TempDir(), "trees.jsonl")
-	cmd := exec.Command(bin, "trace", "-v", "--output", "json", "-o", out, "--strings", "--entry", "do_sys_openat2", "lookup_*", "path_*",
+	cmd := exec.Command(bin, "trace", "-v", "--output", "json", "-o", out, "--strings", "--entry", "do_sys_openat2", "lookup_*elem*", "path_*at",
 		"--", bin, "workload", "open", "--path", "/etc/hostname", "--count", "2")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -51,7 +51,7 @@ func TestTraceSelfLeftOut(t *testing.T) {
 		assert.Regexp(t, `^(lookup_|path_|do_sys_openat2)`, f, "a matched function")
 		assert.Regexp(t, `\n  skip  `+regexp.QuoteMeta(f)+`\s+called by ftprobe's own BPF programs \([\d.]+ times per traced call`, stderr.String(), "-v gives %s's reason", f)
 	}
-	assert.Positive(t, lookups, "a BPF hash lookup among lookup_*: %v", left)
+	assert.Positive(t, lookups, "a BPF hash lookup among lookup_*elem*: %v", left)
 	assert.Regexp(t, `ftprobe: tracing \d+ functions in \S+ mode \(skipped \d+: .*\b`+m[1]+` called by ftprobe's own BPF programs`, stderr.String())
 
 	w := openWorkLine.FindStringSubmatch(stdout.String() + stderr.String())
@@ -84,7 +84,7 @@ func TestTraceSelfLeftOut(t *testing.T) {
 	// arm64 TCG the trace above takes minutes to attach and detach): the
 	// verdicts come from this boot's cache (/run/ftprobe), the same
 	// functions left out.
-	again := exec.Command(bin, "trace", "--dry-run", "--output", "json", "-o", filepath.Join(t.TempDir(), "again.jsonl"), "--strings", "--entry", "do_sys_openat2", "lookup_*", "path_*",
+	again := exec.Command(bin, "trace", "--dry-run", "--output", "json", "-o", filepath.Join(t.TempDir(), "again.jsonl"), "--strings", "--entry", "do_sys_openat2", "lookup_*elem*", "path_*at",
 		"--", bin, "workload", "open", "--path", "/etc/hostname", "--count", "2")
 	var againErr bytes.Buffer
 	again.Stderr = &againErr

@@ -6,6 +6,8 @@
 // It runs when FTPROBE_MATRIX is set ("1" for the default matrix, or a
 // comma-separated list such as "arm64:7.3,amd64:7.3"); `make test` sets it.
 // An entry ARCH:VERSION:fast runs the fast tier only (FastTests).
+// FTPROBE_MATRIX_JOBS guests run at once (default 2), each taking the next
+// entry in the matrix's order.
 package matrix
 
 import (
@@ -18,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,8 +33,10 @@ import (
 // 7.3, and the fast tier on Debian's other arm64 7.3 flavours (PREEMPT_RT,
 // 16 KiB pages, cloud), arm64 7.2, 6.12 and 6.1, and amd64 6.12 and 6.1,
 // and once on amd64 7.3 with the programs loaded as compiled
-// (FTPROBE_SPECIALIZE=off: the specializer must change no result): under TCG the full suite is the longest on arm64 7.3, and `make test`
-// must stay within an hour on a 2-core machine.
+// (FTPROBE_SPECIALIZE=off: the specializer must change no result). Under
+// TCG the full suite is the longest on arm64 7.3: it comes first, beside
+// amd64 7.3's and then the fast tiers, so that `make test` stays within
+// an hour on a 2-core machine.
 var DefaultMatrix = []string{"arm64:7.3", "amd64:7.3",
 	"arm64:7.3-rt:fast", "arm64:7.3-16k:fast", "arm64:7.3-cloud:fast", "arm64:7.2:fast", "arm64:6.12:fast", "arm64:6.1:fast",
 	"amd64:6.12:fast", "amd64:6.1:fast", "amd64:7.3:fast:nospecialize"}
@@ -52,185 +57,248 @@ func TestKernelMatrix(t *testing.T) {
 	if spec != "1" {
 		matrix = strings.Split(spec, ",")
 	}
+	for _, entry := range matrix {
+		if _, _, ok := entryFlags(strings.Split(strings.TrimSpace(entry), ":")); !ok {
+			t.Fatalf("FTPROBE_MATRIX entry %q: want ARCH:VERSION, then optionally :fast and :nospecialize", entry)
+		}
+	}
+	jobs, err := matrixJobs()
+	if err != nil {
+		t.Fatal(err)
+	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmp := t.TempDir()
-	built := map[string][2]string{}
-	var mu sync.Mutex
-	var failed []string // "--- FAIL" lines of every kernel, guarded by mu
-	build := func(arch string) ([2]string, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if b, ok := built[arch]; ok {
-			return b, nil
-		}
-		bin := filepath.Join(tmp, "ftprobe-"+arch)
-		tst := filepath.Join(tmp, "kernel-"+arch+".test")
-		envs := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
-		for _, args := range [][]string{
-			{"build", "-o", bin, "./cmd/ftprobe"},
-			{"test", "-c", "-o", tst, "./test/kernel"},
-		} {
-			c := exec.Command("go", args...)
-			c.Dir, c.Env = root, envs
-			if out, err := c.CombinedOutput(); err != nil {
-				return [2]string{}, fmt.Errorf("go %v: %w\n%s", args, err, out)
-			}
-		}
-		built[arch] = [2]string{bin, tst}
-		return built[arch], nil
-	}
+	m := &matrixRun{root: root, tmp: t.TempDir(), built: map[string][2]string{}}
 	start := time.Now()
+	// jobs guests at once, each worker taking the next entry in the
+	// matrix's order (the full tiers, the longest, first).
+	queue := make(chan string, len(matrix))
 	for _, entry := range matrix {
-		f := strings.Split(strings.TrimSpace(entry), ":")
-		fast, noSpec, ok := entryFlags(f)
-		if !ok {
-			t.Fatalf("FTPROBE_MATRIX entry %q: want ARCH:VERSION, then optionally :fast and :nospecialize", entry)
-		}
-		arch, ver, tag := f[0], f[1], strings.Join(f[1:], ":")
-		filter := runFilter()
-		if fast {
-			if filter == nil {
-				filter = []string{"-test.run", FastTests}
-			}
-			// -test.short: the fast tier's TestVerdictAgreement samples
-			// fewer functions per category.
-			filter = append(filter, "-test.short")
-		}
-		t.Run(strings.Join(f, "-"), func(t *testing.T) {
-			ctx := context.Background()
-			k, err := lab.ResolveDebian(ctx, ver, arch, os.Stderr)
-			if err != nil {
-				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s %s: resolve: %v", arch, tag, err))
-				mu.Unlock()
-				t.Fatalf("resolve debian:%s %s: %v", ver, arch, err)
-			}
-			b, err := build(arch)
-			if err != nil {
-				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s %s: build: %v", arch, tag, err))
-				mu.Unlock()
-				t.Fatal(err)
-			}
-			add := []string{b[1] + ":/kernel.test"}
-			env := []string{"FTPROBE_BINARY=/bin/ftprobe"}
-			if noSpec {
-				// ftprobe and the test binary load the programs as
-				// compiled (package specialize).
-				env = append(env, "FTPROBE_SPECIALIZE=off")
-			}
-			if runsTest(filter, "TestModuleFunction") {
-				add, env = withModule(ctx, k, add, env)
-			}
-			pr, pw := io.Pipe()
-			var summary []string
-			var leftover []string // detail lines after the last test result (a panic, a timeout)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				sc := bufio.NewScanner(pr)
-				sc.Buffer(make([]byte, 64<<10), 1<<20)
-				var why []string
-				for sc.Scan() {
-					l := sc.Text()
-					fmt.Printf("[%s %s] %s\n", arch, tag, l)
-					s := strings.TrimSpace(l)
-					// A top-level test's result ends what it
-					// printed (its subtests' results follow it).
-					if strings.HasPrefix(l, "--- PASS") || strings.HasPrefix(l, "--- SKIP") {
-						why = why[:0]
-					} else if failureDetail(s) {
-						why = append(why, cut(s, 300))
-					}
-					if strings.HasPrefix(s, "--- SKIP") || strings.HasPrefix(s, "--- FAIL") {
-						summary = append(summary, s)
-					}
-					// A failure's last assertion and log lines go
-					// with it to the log's tail (CI shows only
-					// that part).
-					if strings.HasPrefix(s, "--- FAIL") {
-						if len(why) > 8 {
-							summary = append(summary, fmt.Sprintf("  (%d lines before)", len(why)-8))
-							why = why[len(why)-8:]
-						}
-						for _, w := range why {
-							summary = append(summary, "  "+w)
-						}
-						why = why[:0]
-					}
-				}
-				leftover = why
-				if sc.Err() != nil {
-					// A line past the buffer: keep the guest's
-					// writes flowing to their end.
-					summary = append(summary, "--- FAIL: (guest output: "+sc.Err().Error()+")")
-					_, _ = io.Copy(io.Discard, pr)
-				}
-			}()
-			// arm64 7.3 runs every mode, the longest suite under TCG:
-			// the timeout leaves room for slower CI machines.
-			res, err := lab.Run(ctx, lab.Config{
-				Kernel: k, Binary: b[0], Exec: "/kernel.test",
-				Add:     add,
-				Args:    append([]string{"-test.v", "-test.timeout", "50m"}, filter...),
-				Env:     env,
-				Timeout: 55 * time.Minute, Stdout: pw, Stderr: os.Stderr,
-			})
-			pw.Close()
-			<-done
-			if err != nil {
-				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s %s: %v", arch, tag, err))
-				mu.Unlock()
-				t.Fatalf("%s: %v", k, err)
-			}
-			t.Logf("%s (guest %s, %s): exit %d, boot to tests %.1fs, total %.1fs", k, res.Release, res.Accel, res.ExitStatus, res.Boot.Seconds(), res.Total.Seconds())
-			inFail := false
-			for _, s := range summary {
-				t.Logf("  %s", s)
-				if strings.HasPrefix(s, "--- FAIL") {
-					inFail = true
-				} else if !strings.HasPrefix(s, "  ") {
-					inFail = false
-				}
-				if inFail {
-					mu.Lock()
-					failed = append(failed, fmt.Sprintf("%s %s: %s", arch, tag, s))
-					mu.Unlock()
-				}
-			}
-			if res.ExitStatus != 0 && len(leftover) > 0 {
-				// A panic prints after its test's FAIL line, a
-				// timeout without one: its lines to the tail too.
-				if len(leftover) > 8 {
-					leftover = leftover[len(leftover)-8:]
-				}
-				mu.Lock()
-				for _, w := range leftover {
-					failed = append(failed, fmt.Sprintf("%s %s:   %s", arch, tag, w))
-				}
-				mu.Unlock()
-			}
-			if res.ExitStatus != 0 {
-				why := ""
-				if !slices.ContainsFunc(summary, func(s string) bool { return strings.HasPrefix(s, "--- FAIL") }) {
-					why = " (no test failed: a panic or timeout)"
-				}
-				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s %s: kernel tests exit %d%s", arch, tag, res.ExitStatus, why))
-				mu.Unlock()
-				t.Errorf("kernel tests failed on %s (exit %d)", k, res.ExitStatus)
+		queue <- strings.TrimSpace(entry)
+	}
+	close(queue)
+	var wg sync.WaitGroup
+	for range min(jobs, len(matrix)) {
+		wg.Go(func() {
+			for entry := range queue {
+				f := strings.Split(entry, ":")
+				t.Run(strings.Join(f, "-"), func(t *testing.T) { m.runEntry(t, f) })
 			}
 		})
 	}
-	t.Logf("matrix %v took %s", matrix, time.Since(start).Round(time.Second))
+	wg.Wait()
+	t.Logf("matrix %v took %s (%d guests at once)", matrix, time.Since(start).Round(time.Second), jobs)
 	// Last, so that a log cut to its tail (CI's) still names them.
-	for _, f := range failed {
+	for _, f := range m.failed {
 		t.Logf("failed: %s", f)
 	}
+}
+
+// matrixJobs reads FTPROBE_MATRIX_JOBS, how many guests run at once
+// (default 2: the full tiers of both architectures side by side, each
+// guest's TCG mostly one host thread on a 2-core machine).
+func matrixJobs() (int, error) {
+	v := os.Getenv("FTPROBE_MATRIX_JOBS")
+	if v == "" {
+		return 2, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("FTPROBE_MATRIX_JOBS=%q: want a whole number of guests, at least 1", v)
+	}
+	return n, nil
+}
+
+// matrixRun is one matrix run's shared state: the binaries built per
+// architecture and every kernel's failures, guarded by mu.
+type matrixRun struct {
+	root, tmp string
+	mu        sync.Mutex
+	resolve   sync.Mutex // one kernel download at a time
+	built     map[string][2]string
+	failed    []string // "--- FAIL" lines of every kernel
+}
+
+// fail records a line for the log's tail.
+func (m *matrixRun) fail(format string, a ...any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failed = append(m.failed, fmt.Sprintf(format, a...))
+}
+
+// build cross-compiles ftprobe and the kernel tests for arch, once per run.
+func (m *matrixRun) build(arch string) ([2]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b, ok := m.built[arch]; ok {
+		return b, nil
+	}
+	bin := filepath.Join(m.tmp, "ftprobe-"+arch)
+	tst := filepath.Join(m.tmp, "kernel-"+arch+".test")
+	envs := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	for _, args := range [][]string{
+		{"build", "-o", bin, "./cmd/ftprobe"},
+		{"test", "-c", "-o", tst, "./test/kernel"},
+	} {
+		c := exec.Command("go", args...)
+		c.Dir, c.Env = m.root, envs
+		if out, err := c.CombinedOutput(); err != nil {
+			return [2]string{}, fmt.Errorf("go %v: %w\n%s", args, err, out)
+		}
+	}
+	m.built[arch] = [2]string{bin, tst}
+	return m.built[arch], nil
+}
+
+// runEntry boots one matrix entry's kernel (f: ARCH, VERSION, flags) and
+// runs its tier of the kernel tests in it.
+func (m *matrixRun) runEntry(t *testing.T, f []string) {
+	fast, noSpec, _ := entryFlags(f)
+	arch, ver, tag := f[0], f[1], strings.Join(f[1:], ":")
+	filter := runFilter()
+	if fast {
+		if filter == nil {
+			filter = []string{"-test.run", FastTests}
+		}
+		// -test.short: the fast tier's TestVerdictAgreement samples
+		// fewer functions per category.
+		filter = append(filter, "-test.short")
+	}
+	ctx := context.Background()
+	m.resolve.Lock()
+	k, err := lab.ResolveDebian(ctx, ver, arch, os.Stderr)
+	m.resolve.Unlock()
+	if err != nil {
+		m.fail("%s %s: resolve: %v", arch, tag, err)
+		t.Fatalf("resolve debian:%s %s: %v", ver, arch, err)
+	}
+	b, err := m.build(arch)
+	if err != nil {
+		m.fail("%s %s: build: %v", arch, tag, err)
+		t.Fatal(err)
+	}
+	add := []string{b[1] + ":/kernel.test"}
+	env := []string{"FTPROBE_BINARY=/bin/ftprobe"}
+	if noSpec {
+		// ftprobe and the test binary load the programs as compiled
+		// (package specialize).
+		env = append(env, "FTPROBE_SPECIALIZE=off")
+	}
+	if runsTest(filter, "TestModuleFunction") {
+		m.resolve.Lock()
+		add, env = withModule(ctx, k, add, env)
+		m.resolve.Unlock()
+	}
+	pr, pw := io.Pipe()
+	out := make(chan guestOutput)
+	go func() { out <- scanGuest(pr, arch, tag) }()
+	// arm64 7.3 runs every mode, the longest suite under TCG, beside
+	// another guest: the timeout leaves room for slower CI machines.
+	res, err := lab.Run(ctx, lab.Config{
+		Kernel: k, Binary: b[0], Exec: "/kernel.test",
+		Add:     add,
+		Args:    append([]string{"-test.v", "-test.timeout", "65m"}, filter...),
+		Env:     env,
+		Timeout: 70 * time.Minute, Stdout: pw, Stderr: os.Stderr,
+	})
+	pw.Close()
+	g := <-out
+	if err != nil {
+		m.fail("%s %s: %v", arch, tag, err)
+		t.Fatalf("%s: %v", k, err)
+	}
+	t.Logf("%s (guest %s, %s): exit %d, boot to tests %.1fs, total %.1fs", k, res.Release, res.Accel, res.ExitStatus, res.Boot.Seconds(), res.Total.Seconds())
+	m.report(t, g, arch+" "+tag, res.ExitStatus)
+	if res.ExitStatus != 0 {
+		t.Errorf("kernel tests failed on %s (exit %d)", k, res.ExitStatus)
+	}
+}
+
+// guestOutput is what scanGuest keeps of a guest's test output: the SKIP
+// and FAIL lines with each failure's detail, and the detail lines after
+// the last test result (a panic, a timeout).
+type guestOutput struct {
+	summary, leftover []string
+}
+
+// scanGuest prints the guest's test output prefixed with its entry and
+// keeps its summary.
+func scanGuest(r io.Reader, arch, tag string) guestOutput {
+	var g guestOutput
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var why []string
+	for sc.Scan() {
+		l := sc.Text()
+		fmt.Printf("[%s %s] %s\n", arch, tag, l)
+		s := strings.TrimSpace(l)
+		// A top-level test's result ends what it printed (its
+		// subtests' results follow it).
+		if strings.HasPrefix(l, "--- PASS") || strings.HasPrefix(l, "--- SKIP") {
+			why = why[:0]
+		} else if failureDetail(s) {
+			why = append(why, cut(s, 300))
+		}
+		if strings.HasPrefix(s, "--- SKIP") || strings.HasPrefix(s, "--- FAIL") {
+			g.summary = append(g.summary, s)
+		}
+		// A failure's last assertion and log lines go with it to the
+		// log's tail (CI shows only that part).
+		if strings.HasPrefix(s, "--- FAIL") {
+			if len(why) > 8 {
+				g.summary = append(g.summary, fmt.Sprintf("  (%d lines before)", len(why)-8))
+				why = why[len(why)-8:]
+			}
+			for _, w := range why {
+				g.summary = append(g.summary, "  "+w)
+			}
+			why = why[:0]
+		}
+	}
+	g.leftover = why
+	if sc.Err() != nil {
+		// A line past the buffer: keep the guest's writes flowing to
+		// their end.
+		g.summary = append(g.summary, "--- FAIL: (guest output: "+sc.Err().Error()+")")
+		_, _ = io.Copy(io.Discard, r)
+	}
+	return g
+}
+
+// report logs a guest's summary and records its failures (name: "ARCH
+// TAG") for the log's tail.
+func (m *matrixRun) report(t *testing.T, g guestOutput, name string, exit int) {
+	inFail := false
+	for _, s := range g.summary {
+		t.Logf("  %s", s)
+		if strings.HasPrefix(s, "--- FAIL") {
+			inFail = true
+		} else if !strings.HasPrefix(s, "  ") {
+			inFail = false
+		}
+		if inFail {
+			m.fail("%s: %s", name, s)
+		}
+	}
+	if exit == 0 {
+		return
+	}
+	// A panic prints after its test's FAIL line, a timeout without one:
+	// its lines to the tail too.
+	left := g.leftover
+	if len(left) > 8 {
+		left = left[len(left)-8:]
+	}
+	for _, w := range left {
+		m.fail("%s:   %s", name, w)
+	}
+	why := ""
+	if !slices.ContainsFunc(g.summary, func(s string) bool { return strings.HasPrefix(s, "--- FAIL") }) {
+		why = " (no test failed: a panic or timeout)"
+	}
+	m.fail("%s: kernel tests exit %d%s", name, exit, why)
 }
 
 // entryFlags reads the flags after ARCH:VERSION of a matrix entry (f, its
