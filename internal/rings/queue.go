@@ -8,6 +8,7 @@ type queue struct {
 	recs  []span // queued records; recs[hd:] are unread
 	hd    int
 	more  bool // the last fill stopped at the queue's bound
+	at    int  // index among the reader's heads while it holds records
 }
 
 // span is one record in a queue's arena.
@@ -90,4 +91,29 @@ func (q *queue) compact() {
 		q.recs[i].start -= off
 		q.recs[i].end -= off
 	}
+}
+
+// heads is a min-heap (container/heap) of the queues holding records,
+// by their head's timestamp, so that the next record of many CPUs is
+// found in O(log CPUs). Equal timestamps (none, unordered) go in any order.
+type heads []*queue
+
+func (h heads) Len() int           { return len(h) }
+func (h heads) Less(i, j int) bool { return h[i].headTS() < h[j].headTS() }
+func (h heads) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].at, h[j].at = i, j
+}
+
+func (h *heads) Push(x any) {
+	q := x.(*queue)
+	q.at = len(*h)
+	*h = append(*h, q)
+}
+
+func (h *heads) Pop() any {
+	old := *h
+	q := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return q
 }

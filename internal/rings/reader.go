@@ -16,6 +16,7 @@
 package rings
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
 	"os"
@@ -68,6 +69,7 @@ type Reader struct {
 	o        Options
 	mem      []byte // the mapped areas map
 	qs       []*queue
+	heads    heads // the queues holding records, oldest head first
 	deadline time.Time
 	final    bool
 	refill   *queue // emptied with records left behind its bound
@@ -129,14 +131,19 @@ func (r *Reader) ReadInto(rec *ringbuf.Record) error {
 	// before any other CPU's record is chosen: its next ones may be older.
 	if q := r.refill; q != nil {
 		r.refill = nil
-		q.fill(r.o)
+		r.fillQueue(q)
 	}
 	for {
 		if q := r.due(); q != nil {
 			rec.RawSample = q.pop()
 			rec.Remaining = 0
-			if q.len() == 0 && q.more {
-				r.refill = q
+			if q.len() > 0 {
+				heap.Fix(&r.heads, q.at)
+			} else {
+				heap.Remove(&r.heads, q.at)
+				if q.more {
+					r.refill = q
+				}
 			}
 			return nil
 		}
@@ -158,28 +165,21 @@ func (r *Reader) ReadInto(rec *ringbuf.Record) error {
 	}
 }
 
-// due returns the queue whose head is the next record to deliver, or nil.
+// due returns the queue whose head is the next record to deliver, or nil:
+// the oldest head (without Delay any queue's), once the clock is Delay
+// past it.
 func (r *Reader) due() *queue {
-	var best *queue
-	var bestTS uint64
-	for _, q := range r.qs {
-		if q.len() == 0 {
-			continue
-		}
-		if r.o.Delay <= 0 {
-			return q
-		}
-		if ts := q.headTS(); best == nil || ts < bestTS {
-			best, bestTS = q, ts
-		}
+	if len(r.heads) == 0 {
+		return nil
 	}
-	if best == nil || r.final {
+	best := r.heads[0]
+	if r.o.Delay <= 0 || r.final {
 		return best
 	}
-	delay := uint64(r.o.Delay)
-	if bestTS+delay > r.now {
+	due := best.headTS() + uint64(r.o.Delay)
+	if due > r.now {
 		r.now = r.clock()
-		if bestTS+delay > r.now {
+		if due > r.now {
 			return nil
 		}
 	}
@@ -191,10 +191,21 @@ func (r *Reader) due() *queue {
 func (r *Reader) fill() bool {
 	read := false
 	for _, q := range r.qs {
-		read = q.fill(r.o) > 0 || read
+		read = r.fillQueue(q) > 0 || read
 	}
 	r.now = r.clock()
 	return read
+}
+
+// fillQueue fills q from its area and puts it among the heads if it was
+// empty; it returns how many records it copied.
+func (r *Reader) fillQueue(q *queue) int {
+	was := q.len()
+	n := q.fill(r.o)
+	if was == 0 && n > 0 {
+		heap.Push(&r.heads, q)
+	}
+	return n
 }
 
 // empty reports whether every queue and area is empty.
@@ -233,20 +244,10 @@ func (r *Reader) wait() error {
 
 // untilDue is the time until the oldest queued record is due, if any.
 func (r *Reader) untilDue() (time.Duration, bool) {
-	if r.o.Delay <= 0 {
+	if r.o.Delay <= 0 || len(r.heads) == 0 {
 		return 0, false
 	}
-	var oldest uint64
-	found := false
-	for _, q := range r.qs {
-		if q.len() > 0 && (!found || q.headTS() < oldest) {
-			oldest, found = q.headTS(), true
-		}
-	}
-	if !found {
-		return 0, false
-	}
-	due := oldest + uint64(r.o.Delay)
+	due := r.heads[0].headTS() + uint64(r.o.Delay)
 	if due <= r.now {
 		return 0, true
 	}
@@ -266,7 +267,7 @@ func (r *Reader) Close() error {
 		return nil
 	}
 	err := unix.Munmap(r.mem)
-	r.mem, r.qs = nil, nil
+	r.mem, r.qs, r.heads = nil, nil, nil
 	return err
 }
 

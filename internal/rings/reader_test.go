@@ -23,7 +23,7 @@ func testGeometry(cpus ...int) Geometry {
 }
 
 // areasMap creates a BPF_F_MMAPABLE array laid out as g.
-func areasMap(t *testing.T, g Geometry) *ebpf.Map {
+func areasMap(t testing.TB, g Geometry) *ebpf.Map {
 	t.Helper()
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: uint32(g.ElemSize),
 		MaxEntries: uint32(g.Slots() * g.Stride()), Flags: unix.BPF_F_MMAPABLE})
@@ -37,7 +37,7 @@ func areasMap(t *testing.T, g Geometry) *ebpf.Map {
 // tail leaves room, write the record, store its length last.
 type producer struct{ a area }
 
-func newProducer(t *testing.T, m *ebpf.Map, g Geometry, cpu int) *producer {
+func newProducer(t testing.TB, m *ebpf.Map, g Geometry, cpu int) *producer {
 	t.Helper()
 	ps := os.Getpagesize()
 	mem, err := unix.Mmap(m.FD(), 0, (g.Bytes()+ps-1)/ps*ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
@@ -137,6 +137,85 @@ func TestDelayReleasesOldRecords(t *testing.T) {
 	now = 1400
 	ts, _ = readAll(t, r)
 	assert.Equal(t, []uint64{1300}, ts)
+}
+
+// manyCPUs is an areas map for n CPUs (ids 0, 2, 4, ...: not dense)
+// with a producer on each.
+func manyCPUs(t testing.TB, n int) (*ebpf.Map, Geometry, []*producer) {
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = 2 * i
+	}
+	g := testGeometry(ids...)
+	m := areasMap(t, g)
+	ps := make([]*producer, n)
+	for i, id := range ids {
+		ps[i] = newProducer(t, m, g, id)
+	}
+	return m, g, ps
+}
+
+// TestMergeManyCPUs: 16 CPUs' records, each CPU's timestamps rising by
+// its own steps, come out as one stream in timestamp order, each CPU's in
+// its own order, none lost or doubled.
+func TestMergeManyCPUs(t *testing.T) {
+	m, g, ps := manyCPUs(t, 16)
+	var want []uint64
+	for i, p := range ps {
+		ts := uint64(i)
+		for k := range 20 {
+			ts += uint64(1 + (i*7+k*13)%50)
+			// seq: CPU in the high bits, the CPU's count below.
+			require.True(t, p.try(ts, uint64(i)<<32|uint64(k)))
+			want = append(want, ts)
+		}
+	}
+	slices.Sort(want)
+	r, err := NewReader(m, g, Options{Delay: time.Second, Timestamp: tsOf})
+	require.NoError(t, err)
+	defer r.Close()
+	r.Final()
+	ts, seq := readAll(t, r)
+	assert.Equal(t, want, ts, "one stream in timestamp order")
+	last := map[uint64]int64{}
+	for _, s := range seq {
+		cpu, k := s>>32, int64(s&0xffffffff)
+		prev, seen := last[cpu]
+		assert.True(t, !seen && k == 0 || seen && k == prev+1, "CPU %d's record %d after %d", cpu, k, prev)
+		last[cpu] = k
+	}
+	assert.Len(t, last, 16)
+}
+
+// BenchmarkMerge: the reader's cost per record merging 64 CPUs' records
+// in timestamp order (40 records per CPU per round).
+func BenchmarkMerge(b *testing.B) {
+	m, g, ps := manyCPUs(b, 64)
+	r, err := NewReader(m, g, Options{Delay: time.Second, Timestamp: tsOf})
+	require.NoError(b, err)
+	defer r.Close()
+	r.Final()
+	var rec ringbuf.Record
+	ts := uint64(0)
+	b.ResetTimer()
+	for b.Loop() {
+		for k := range 40 {
+			for i, p := range ps {
+				ts++
+				if !p.try(ts, uint64(i)<<32|uint64(k)) {
+					b.Fatal("area full")
+				}
+			}
+		}
+		n := 0
+		for r.ReadInto(&rec) == nil {
+			n++
+		}
+		if n != 40*len(ps) {
+			b.Fatalf("read %d records, want %d", n, 40*len(ps))
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*40*len(ps)), "ns/record")
 }
 
 // TestUnorderedReadsRingByRing: without a delay records come as read,
