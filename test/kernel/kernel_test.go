@@ -2285,7 +2285,7 @@ func TestArgReads(t *testing.T) {
 				assert.Equal(t, []int{c.progs, 0}, []int{direct, compiled}, "vfs_read's count patched in: %s", m[0])
 			}
 			entries := filterEvents(evs, "entry", "vfs_read")
-			require.Len(t, entries, 3, "%v", evs)
+			require.Len(t, entries, 3, "events %v\nsummary %+v\nlog:\n%s", evs, sum, log.String())
 			for i, ev := range entries {
 				assert.EqualValues(t, 1, argNum(t, ev, "count"), "entry %d: count", i)
 			}

@@ -56,7 +56,13 @@ func TestCompareThreads(t *testing.T) {
 		assert.Equal(t, uint64(2*2000*h.Threads), h.Expected, "%s/%d: entry and exit of every thread's calls", h.Body, h.Threads)
 		assert.Equal(t, h.Expected, h.Hits, "%s/%d", h.Body, h.Threads)
 		assert.Zero(t, h.Misses, "%s/%d", h.Body, h.Threads)
-		assert.Equal(t, h.Threads > 1, h.OneThread > 0, "%s/%d: x 1 thread at several", h.Body, h.Threads)
+		if h.Threads == 1 {
+			assert.Zero(t, h.OneThread, "%s/1: no x 1 thread in the one-thread row", h.Body)
+		} else if h.Body == "trace" {
+			// The trace body costs far more than timing noise under
+			// TCG; the empty body's cost over baseline may not.
+			assert.Positive(t, h.OneThread, "trace/%d: x 1 thread at several", h.Threads)
+		}
 		if h.Body == "trace" {
 			assert.Equal(t, h.Hits, h.Delivered, "%d threads: every record read", h.Threads)
 			assert.Zero(t, h.Drops)

@@ -89,7 +89,7 @@ func TestKernelMatrix(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	t.Logf("matrix %v took %s (%d guests at once)", matrix, time.Since(start).Round(time.Second), jobs)
+	t.Logf("matrix %v took %s (%d guests at once)", matrix, time.Since(start).Round(time.Second), min(jobs, len(matrix)))
 	// Last, so that a log cut to its tail (CI's) still names them.
 	for _, f := range m.failed {
 		t.Logf("failed: %s", f)
@@ -159,8 +159,8 @@ func (m *matrixRun) runEntry(t *testing.T, f []string) {
 	arch, ver, tag := f[0], f[1], strings.Join(f[1:], ":")
 	filter := runFilter()
 	if fast {
-		if filter == nil {
-			filter = []string{"-test.run", FastTests}
+		if !slices.Contains(filter, "-test.run") {
+			filter = append([]string{"-test.run", FastTests}, filter...)
 		}
 		// -test.short: the fast tier's TestVerdictAgreement samples
 		// fewer functions per category.
@@ -365,12 +365,17 @@ func TestEntryFlags(t *testing.T) {
 	}
 }
 
-// runFilter passes FTPROBE_TEST_RUN to the guest tests as -test.run.
+// runFilter passes FTPROBE_TEST_RUN to the guest tests as -test.run, and
+// FTPROBE_TEST_COUNT (a flaky test's repeats) as -test.count.
 func runFilter() []string {
+	var f []string
 	if r := os.Getenv("FTPROBE_TEST_RUN"); r != "" {
-		return []string{"-test.run", r}
+		f = []string{"-test.run", r}
 	}
-	return nil
+	if n := os.Getenv("FTPROBE_TEST_COUNT"); n != "" {
+		f = append(f, "-test.count", n)
+	}
+	return f
 }
 
 // TestModule is the kernel module TestModuleFunction traces a function of,
