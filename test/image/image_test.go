@@ -120,18 +120,19 @@ func (w want) archive(arch string) string {
 	return filepath.Join(w.dir, fmt.Sprintf("ftprobe-%s-%s.oci.tar", w.version, arch))
 }
 
-// readOCI reads an OCI image layout archive: it checks that it holds only
-// oci-layout, index.json and blobs whose SHA-256 matches their name, then
-// follows index.json (through a nested index, as `docker save` may write)
-// to the one image manifest, its config and its layers.
-func readOCI(path string) (*ociImage, error) {
+// ociBlobs are an archive's blobs by digest ("sha256:HEX").
+type ociBlobs map[string][]byte
+
+// readOCIArchive reads the files of an OCI image layout archive: its
+// oci-layout and index.json, and its blobs, each checked against the
+// SHA-256 of its name; any other file is an error.
+func readOCIArchive(path string) (layout, idx []byte, blobs ociBlobs, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	defer f.Close()
-	blobs := map[string][]byte{}
-	var layout, idx []byte
+	blobs = ociBlobs{}
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()
@@ -139,7 +140,7 @@ func readOCI(path string) (*ociImage, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
+			return nil, nil, nil, fmt.Errorf("read %s: %w", path, err)
 		}
 		name := strings.TrimPrefix(h.Name, "./")
 		if h.Typeflag == tar.TypeDir {
@@ -147,7 +148,7 @@ func readOCI(path string) (*ociImage, error) {
 		}
 		b, err := io.ReadAll(tr)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %s: %w", path, name, err)
+			return nil, nil, nil, fmt.Errorf("read %s: %s: %w", path, name, err)
 		}
 		switch {
 		case name == "oci-layout":
@@ -157,32 +158,91 @@ func readOCI(path string) (*ociImage, error) {
 		case strings.HasPrefix(name, "blobs/sha256/"):
 			d := strings.TrimPrefix(name, "blobs/sha256/")
 			if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != d {
-				return nil, fmt.Errorf("blob %s: content has sha256 %x", d, sum)
+				return nil, nil, nil, fmt.Errorf("blob %s: content has sha256 %x", d, sum)
 			}
 			blobs["sha256:"+d] = b
 		case name == "manifest.json" || name == "repositories":
 			// Docker's legacy metadata beside the OCI layout (docker save).
 		default:
-			return nil, fmt.Errorf("unexpected file %s in the archive", name)
+			return nil, nil, nil, fmt.Errorf("unexpected file %s in the archive", name)
 		}
+	}
+	return layout, idx, blobs, nil
+}
+
+// blob returns the blob that d describes, checking its size, and unless
+// into is nil decodes its JSON into it.
+func (blobs ociBlobs) blob(d descriptor, into any) ([]byte, error) {
+	b, ok := blobs[d.Digest]
+	if !ok {
+		return nil, fmt.Errorf("blob %s (%s) not in the archive", d.Digest, d.MediaType)
+	}
+	if int64(len(b)) != d.Size {
+		return nil, fmt.Errorf("blob %s: %d bytes, descriptor says %d", d.Digest, len(b), d.Size)
+	}
+	if into != nil {
+		if err := json.Unmarshal(b, into); err != nil {
+			return nil, fmt.Errorf("blob %s: %w", d.Digest, err)
+		}
+	}
+	return b, nil
+}
+
+// readOCILayer reads layer l of img, whose uncompressed SHA-256 must be
+// diffID: it appends the layer's entries to img.Files and takes /ftprobe
+// into img.Binary.
+func readOCILayer(img *ociImage, blobs ociBlobs, l descriptor, diffID string) error {
+	b, err := blobs.blob(l, nil)
+	if err != nil {
+		return err
+	}
+	var r io.Reader = bytes.NewReader(b)
+	switch l.MediaType {
+	case mediaLayerGz:
+		if r, err = gzip.NewReader(r); err != nil {
+			return fmt.Errorf("layer %s: %w", l.Digest, err)
+		}
+	case mediaLayerTar:
+	default:
+		return fmt.Errorf("layer %s of media type %q", l.Digest, l.MediaType)
+	}
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("layer %s: %w", l.Digest, err)
+	}
+	if sum := sha256.Sum256(raw); "sha256:"+hex.EncodeToString(sum[:]) != diffID {
+		return fmt.Errorf("layer %s: uncompressed sha256 %x, config diff_id %s", l.Digest, sum, diffID)
+	}
+	lt := tar.NewReader(bytes.NewReader(raw))
+	for {
+		h, err := lt.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("layer %s: %w", l.Digest, err)
+		}
+		img.Files = append(img.Files, h)
+		if strings.TrimPrefix(h.Name, "./") == "ftprobe" || h.Name == "/ftprobe" {
+			if img.Binary, err = io.ReadAll(lt); err != nil {
+				return fmt.Errorf("layer %s: ftprobe: %w", l.Digest, err)
+			}
+		}
+	}
+	return nil
+}
+
+// readOCI reads an OCI image layout archive: it checks that it holds only
+// oci-layout, index.json and blobs whose SHA-256 matches their name, then
+// follows index.json (through a nested index, as `docker save` may write)
+// to the one image manifest, its config and its layers.
+func readOCI(path string) (*ociImage, error) {
+	layout, idx, blobs, err := readOCIArchive(path)
+	if err != nil {
+		return nil, err
 	}
 	if !bytes.Contains(layout, []byte(`"imageLayoutVersion"`)) {
 		return nil, fmt.Errorf("oci-layout missing or without imageLayoutVersion: %q", layout)
-	}
-	blob := func(d descriptor, into any) ([]byte, error) {
-		b, ok := blobs[d.Digest]
-		if !ok {
-			return nil, fmt.Errorf("blob %s (%s) not in the archive", d.Digest, d.MediaType)
-		}
-		if int64(len(b)) != d.Size {
-			return nil, fmt.Errorf("blob %s: %d bytes, descriptor says %d", d.Digest, len(b), d.Size)
-		}
-		if into != nil {
-			if err := json.Unmarshal(b, into); err != nil {
-				return nil, fmt.Errorf("blob %s: %w", d.Digest, err)
-			}
-		}
-		return b, nil
 	}
 	var ix index
 	if err := json.Unmarshal(idx, &ix); err != nil {
@@ -198,7 +258,7 @@ func readOCI(path string) (*ociImage, error) {
 			img.RefName = n
 		}
 		if d.MediaType == mediaManifest {
-			if _, err := blob(d, &img.Manifest); err != nil {
+			if _, err := blobs.blob(d, &img.Manifest); err != nil {
 				return nil, err
 			}
 			break
@@ -206,56 +266,22 @@ func readOCI(path string) (*ociImage, error) {
 		if d.MediaType != mediaIndex || depth > 2 {
 			return nil, fmt.Errorf("index entry of media type %q", d.MediaType)
 		}
-		if _, err := blob(d, &ix); err != nil {
+		if _, err := blobs.blob(d, &ix); err != nil {
 			return nil, err
 		}
 	}
 	if img.Manifest.Config.MediaType != mediaConfig {
 		return nil, fmt.Errorf("config media type %q", img.Manifest.Config.MediaType)
 	}
-	if _, err := blob(img.Manifest.Config, &img.Config); err != nil {
+	if _, err := blobs.blob(img.Manifest.Config, &img.Config); err != nil {
 		return nil, err
 	}
 	if len(img.Manifest.Layers) != len(img.Config.RootFS.DiffIDs) {
 		return nil, fmt.Errorf("%d layers, %d diff_ids", len(img.Manifest.Layers), len(img.Config.RootFS.DiffIDs))
 	}
 	for i, l := range img.Manifest.Layers {
-		b, err := blob(l, nil)
-		if err != nil {
+		if err := readOCILayer(img, blobs, l, img.Config.RootFS.DiffIDs[i]); err != nil {
 			return nil, err
-		}
-		var r io.Reader = bytes.NewReader(b)
-		switch l.MediaType {
-		case mediaLayerGz:
-			if r, err = gzip.NewReader(r); err != nil {
-				return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
-			}
-		case mediaLayerTar:
-		default:
-			return nil, fmt.Errorf("layer %s of media type %q", l.Digest, l.MediaType)
-		}
-		raw, err := io.ReadAll(r)
-		if err != nil {
-			return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
-		}
-		if sum := sha256.Sum256(raw); "sha256:"+hex.EncodeToString(sum[:]) != img.Config.RootFS.DiffIDs[i] {
-			return nil, fmt.Errorf("layer %s: uncompressed sha256 %x, config diff_id %s", l.Digest, sum, img.Config.RootFS.DiffIDs[i])
-		}
-		lt := tar.NewReader(bytes.NewReader(raw))
-		for {
-			h, err := lt.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
-			}
-			img.Files = append(img.Files, h)
-			if strings.TrimPrefix(h.Name, "./") == "ftprobe" || h.Name == "/ftprobe" {
-				if img.Binary, err = io.ReadAll(lt); err != nil {
-					return nil, fmt.Errorf("layer %s: ftprobe: %w", l.Digest, err)
-				}
-			}
 		}
 	}
 	return img, nil
@@ -505,58 +531,70 @@ func TestImageArm64InLab(t *testing.T) {
 	t.Run("trace", func(t *testing.T) {
 		out, res := boot("trace", "--output", "json", "do_sys_openat2", "--", "/bin/ftprobe", "workload", "open", "--count", "3")
 		require.Equal(t, 0, res.ExitStatus, "trace passes the workload's status through")
-		type event struct {
-			Type       string         `json:"type"`
-			Func       string         `json:"func"`
-			Mode       string         `json:"mode"`
-			TGID       uint32         `json:"tgid"`
-			Args       map[string]any `json:"args"`
-			Ret        int64          `json:"ret"`
-			DurationNS uint64         `json:"duration_ns"`
-			Events     uint64         `json:"events"`
-			Entries    uint64         `json:"entries"`
-			Exits      uint64         `json:"exits"`
-		}
-		var entries, exits, fds int
-		var summary *event
-		tgids := map[uint32]bool{}
-		sc := bufio.NewScanner(strings.NewReader(out))
-		for sc.Scan() {
-			l := strings.TrimSpace(sc.Text())
-			var ev event
-			if !strings.HasPrefix(l, "{") || json.Unmarshal([]byte(l), &ev) != nil {
-				continue // console lines
-			}
-			switch ev.Type {
-			case "entry", "exit":
-				assert.Equal(t, "do_sys_openat2", ev.Func)
-				assert.Equal(t, "fsession", ev.Mode, "auto picks fsession on arm64 7.3 (the tracing multi links are refused there)")
-				tgids[ev.TGID] = true
-				require.NotEmpty(t, ev.Args)
-				assert.Equal(t, -100.0, ev.Args["dfd"], "dfd = AT_FDCWD, typed from BTF")
-				if ev.Type == "entry" {
-					entries++
-					continue
-				}
-				exits++
-				assert.NotZero(t, ev.DurationNS)
-				if ev.Ret >= 3 {
-					fds++
-				}
-			case "summary":
-				summary = &ev
-			}
-		}
-		// The workload's 3 opens return fds; its Go runtime may open
-		// (or fail to open) a few files more at start.
-		assert.GreaterOrEqual(t, fds, 3, "exits returning an fd")
-		assert.Equal(t, entries, exits, "every traced call returned")
-		assert.Len(t, tgids, 1, "only the workload process is traced")
-		require.NotNil(t, summary, "summary line")
-		assert.Equal(t, "fsession", summary.Mode)
-		assert.Equal(t, uint64(entries+exits), summary.Events)
-		assert.Equal(t, uint64(entries), summary.Entries)
+		assertArm64Trace(t, out)
 	})
+}
+
+// traceEvent is the part of a JSON line of `ftprobe trace` (an event or
+// the summary) that TestImageArm64InLab asserts.
+type traceEvent struct {
+	Type       string         `json:"type"`
+	Func       string         `json:"func"`
+	Mode       string         `json:"mode"`
+	TGID       uint32         `json:"tgid"`
+	Args       map[string]any `json:"args"`
+	Ret        int64          `json:"ret"`
+	DurationNS uint64         `json:"duration_ns"`
+	Events     uint64         `json:"events"`
+	Entries    uint64         `json:"entries"`
+	Exits      uint64         `json:"exits"`
+}
+
+// assertArm64Trace asserts the console output of a trace of do_sys_openat2
+// around `ftprobe workload open --count 3` in the arm64 7.3 guest: the
+// workload's calls in fsession mode, each returned, and the summary's
+// counts.
+func assertArm64Trace(t *testing.T, out string) {
+	t.Helper()
+	var entries, exits, fds int
+	var summary *traceEvent
+	tgids := map[uint32]bool{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		var ev traceEvent
+		if !strings.HasPrefix(l, "{") || json.Unmarshal([]byte(l), &ev) != nil {
+			continue // console lines
+		}
+		switch ev.Type {
+		case "entry", "exit":
+			assert.Equal(t, "do_sys_openat2", ev.Func)
+			assert.Equal(t, "fsession", ev.Mode, "auto picks fsession on arm64 7.3 (the tracing multi links are refused there)")
+			tgids[ev.TGID] = true
+			require.NotEmpty(t, ev.Args)
+			assert.Equal(t, -100.0, ev.Args["dfd"], "dfd = AT_FDCWD, typed from BTF")
+			if ev.Type == "entry" {
+				entries++
+				continue
+			}
+			exits++
+			assert.NotZero(t, ev.DurationNS)
+			if ev.Ret >= 3 {
+				fds++
+			}
+		case "summary":
+			summary = &ev
+		}
+	}
+	// The workload's 3 opens return fds; its Go runtime may open
+	// (or fail to open) a few files more at start.
+	assert.GreaterOrEqual(t, fds, 3, "exits returning an fd")
+	assert.Equal(t, entries, exits, "every traced call returned")
+	assert.Len(t, tgids, 1, "only the workload process is traced")
+	require.NotNil(t, summary, "summary line")
+	assert.Equal(t, "fsession", summary.Mode)
+	assert.Equal(t, uint64(entries+exits), summary.Events)
+	assert.Equal(t, uint64(entries), summary.Entries)
 }
 
 // jsonDocument returns the indented JSON document in console output: from

@@ -158,51 +158,7 @@ func TestEntryOpenFail(t *testing.T) {
 			}
 			require.Len(t, ours, 3, "one tree per failed open (--errors)")
 			for i, r := range ours {
-				assert.Equal(t, "call_tree", r.Type)
-				assert.Equal(t, pid, r.Tgid, "tree %d: the workload's pid", i)
-				assert.Equal(t, tid, r.Tid, "tree %d: the workload's tid", i)
-				assert.Equal(t, "do_sys_openat2", r.Func)
-				assert.True(t, r.Error)
-				root := &r.Tree
-				assert.Equal(t, "do_sys_openat2", root.Func)
-				assert.Equal(t, 0, root.Depth)
-				assert.Equal(t, -2.0, root.Ret, "do_sys_openat2 returns a long")
-				assert.Equal(t, "-ENOENT", root.RetStr)
-				assert.NotEmpty(t, root.Children, "tree %d: the path walk under do_sys_openat2", i)
-				var origin *treeNode
-				var firstENOENT *treeNode
-				var names []string
-				root.walk(nil, func(n, p *treeNode) {
-					names = append(names, n.Func)
-					assert.False(t, n.NoEntry, "%s: every call has its entry", n.Func)
-					if p != nil {
-						assert.Equal(t, p.Depth+1, n.Depth, "%s under %s", n.Func, p.Func)
-						assert.GreaterOrEqual(t, n.TsNs, p.TsNs, "%s starts inside %s", n.Func, p.Func)
-						assert.LessOrEqual(t, n.TsNs+n.Duration, p.TsNs+p.Duration, "%s ends inside %s", n.Func, p.Func)
-					}
-					if n.Origin {
-						assert.Nil(t, origin, "one origin")
-						origin = n
-					}
-					if n.Path {
-						assert.True(t, n.enoent(), "%s on the error path returns -ENOENT: %v %s", n.Func, n.Ret, n.RetStr)
-					}
-					if n.enoent() && n.Error && (firstENOENT == nil || n.TsNs+n.Duration < firstENOENT.TsNs+firstENOENT.Duration) {
-						firstENOENT = n
-					}
-				})
-				require.NotNil(t, origin, "tree %d: an error origin among %v", i, names)
-				assert.Equal(t, r.ErrorOrigin, origin.Func)
-				assert.Same(t, firstENOENT, origin, "tree %d: the origin is the first call that returned -ENOENT (%s), not %s", i, firstENOENT.Func, origin.Func)
-				for _, c := range origin.Children {
-					assert.False(t, c.enoent(), "the origin's child %s: %v %s", c.Func, c.Ret, c.RetStr)
-				}
-				for _, n := range names {
-					if strings.HasPrefix(n, "link_path_walk") {
-						assert.True(t, strings.HasPrefix(origin.Func, "link_path_walk"), "tree %d: link_path_walk is traced, origin %s", i, origin.Func)
-						break
-					}
-				}
+				assertOpenFailTree(t, i, r, pid, tid)
 			}
 			require.NotNil(t, sum)
 			entry, _ := sum["entry"].(map[string]any)
@@ -214,6 +170,59 @@ func TestEntryOpenFail(t *testing.T) {
 			assertNothingAttached(t)
 			t.Logf("%s: %s", mode, time.Since(start).Round(time.Millisecond))
 		})
+	}
+}
+
+// assertOpenFailTree asserts tree i of TestEntryOpenFail, r: a call tree of
+// the workload's pid and tid rooted at do_sys_openat2 returning -ENOENT,
+// each child one level below its parent and inside its time span, and
+// its error origin the call that first returned -ENOENT.
+func assertOpenFailTree(t *testing.T, i int, r treeRecord, pid, tid int) {
+	t.Helper()
+	assert.Equal(t, "call_tree", r.Type)
+	assert.Equal(t, pid, r.Tgid, "tree %d: the workload's pid", i)
+	assert.Equal(t, tid, r.Tid, "tree %d: the workload's tid", i)
+	assert.Equal(t, "do_sys_openat2", r.Func)
+	assert.True(t, r.Error)
+	root := &r.Tree
+	assert.Equal(t, "do_sys_openat2", root.Func)
+	assert.Equal(t, 0, root.Depth)
+	assert.Equal(t, -2.0, root.Ret, "do_sys_openat2 returns a long")
+	assert.Equal(t, "-ENOENT", root.RetStr)
+	assert.NotEmpty(t, root.Children, "tree %d: the path walk under do_sys_openat2", i)
+	var origin *treeNode
+	var firstENOENT *treeNode
+	var names []string
+	root.walk(nil, func(n, p *treeNode) {
+		names = append(names, n.Func)
+		assert.False(t, n.NoEntry, "%s: every call has its entry", n.Func)
+		if p != nil {
+			assert.Equal(t, p.Depth+1, n.Depth, "%s under %s", n.Func, p.Func)
+			assert.GreaterOrEqual(t, n.TsNs, p.TsNs, "%s starts inside %s", n.Func, p.Func)
+			assert.LessOrEqual(t, n.TsNs+n.Duration, p.TsNs+p.Duration, "%s ends inside %s", n.Func, p.Func)
+		}
+		if n.Origin {
+			assert.Nil(t, origin, "one origin")
+			origin = n
+		}
+		if n.Path {
+			assert.True(t, n.enoent(), "%s on the error path returns -ENOENT: %v %s", n.Func, n.Ret, n.RetStr)
+		}
+		if n.enoent() && n.Error && (firstENOENT == nil || n.TsNs+n.Duration < firstENOENT.TsNs+firstENOENT.Duration) {
+			firstENOENT = n
+		}
+	})
+	require.NotNil(t, origin, "tree %d: an error origin among %v", i, names)
+	assert.Equal(t, r.ErrorOrigin, origin.Func)
+	assert.Same(t, firstENOENT, origin, "tree %d: the origin is the first call that returned -ENOENT (%s), not %s", i, firstENOENT.Func, origin.Func)
+	for _, c := range origin.Children {
+		assert.False(t, c.enoent(), "the origin's child %s: %v %s", c.Func, c.Ret, c.RetStr)
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, "link_path_walk") {
+			assert.True(t, strings.HasPrefix(origin.Func, "link_path_walk"), "tree %d: link_path_walk is traced, origin %s", i, origin.Func)
+			break
+		}
 	}
 }
 

@@ -770,16 +770,68 @@ func TestFeatures(t *testing.T) {
 	assert.Equal(t, "y", r.Config["CONFIG_DEBUG_INFO_BTF"], "config is read from /boot/config-RELEASE")
 }
 
-// TestCompareCounts runs a short compare and asserts exact hit counts and
-// the unsupported reasons, not timings.
-func TestCompareCounts(t *testing.T) {
-	e := lab(t)
-	bin := ftprobeBinary(t)
-	dir := t.TempDir()
-	// fam: the trace mode whose expectation a compare row follows: a
-	// trace mode's own row, or the mode that links the row's path. The
-	// empty body's kprobe.session row (the counting program needs the
-	// 6.10 link only, not 7.0's session kfuncs) follows the fprobe pair.
+// compareHitRow is one row of compare's hit_cost table.
+type compareHitRow struct {
+	Trigger, Body, Mode, Reason string
+	Supported                   bool
+	Hits                        uint64 `json:"hits_last_run"`
+	Expected                    uint64 `json:"hits_expected"`
+	Misses                      int64
+	Delivered                   uint64 `json:"events_delivered"`
+	Drops                       uint64 `json:"ringbuf_drops"`
+	Reader                      string
+}
+
+// compareAttachRow is one row of compare's attach_cost table.
+type compareAttachRow struct {
+	Mode      string
+	N         int
+	Supported bool
+	Links     int
+	Programs  int
+}
+
+// compareStreamRow is one row of compare's streaming table.
+type compareStreamRow struct {
+	Mode      string
+	Supported bool
+	Produced  uint64 `json:"events_produced"`
+	Delivered uint64 `json:"events_delivered"`
+	Dropped   uint64 `json:"events_dropped"`
+	Calls     int
+}
+
+// compareCrowdRow is one row of compare's crowded_ftrace table.
+type compareCrowdRow struct {
+	Mode, Reason string
+	By           string `json:"crowd_by"`
+	K            int
+	Shared       bool `json:"target_shared"`
+	Supported    bool
+	Hits         uint64 `json:"hits_last_run"`
+	Expected     uint64 `json:"hits_expected"`
+	Misses       int64
+	SharerMisses int64 `json:"sharer_misses"`
+}
+
+// compareReport is the part of compare's JSON report that
+// TestCompareCounts asserts.
+type compareReport struct {
+	Schema string
+	Hit    []compareHitRow    `json:"hit_cost"`
+	Attach []compareAttachRow `json:"attach_cost"`
+	Stream []compareStreamRow `json:"streaming"`
+	Crowd  []compareCrowdRow  `json:"crowded_ftrace"`
+}
+
+// compareHitRun is one compare run of TestCompareCounts' trace bodies:
+// the bodies and the modes it asks for.
+type compareHitRun struct{ bodies, modes []string }
+
+// compareFamilies maps each trace mode and each path a trace mode links
+// to the trace mode whose expectation a compare row follows: a trace
+// mode's own row, or the mode that links the row's path.
+func compareFamilies() map[string]string {
 	fam := map[string]string{}
 	for _, tm := range attach.TraceModes {
 		fam[tm.Name] = tm.Name
@@ -789,13 +841,25 @@ func TestCompareCounts(t *testing.T) {
 			}
 		}
 	}
-	famOf := func(body, mode string) (string, bool) {
-		if body == "empty" && mode == attach.ModeKprobeSession {
-			return attach.ModeKprobeMulti, true
-		}
-		m, ok := fam[mode]
-		return m, ok
+	return fam
+}
+
+// compareFamily is the trace mode whose expectation the compare row of
+// body and mode follows (fam from compareFamilies). The empty body's
+// kprobe.session row (the counting program needs the 6.10 link only, not
+// 7.0's session kfuncs) follows the fprobe pair.
+func compareFamily(fam map[string]string, body, mode string) (string, bool) {
+	if body == "empty" && mode == attach.ModeKprobeSession {
+		return attach.ModeKprobeMulti, true
 	}
+	m, ok := fam[mode]
+	return m, ok
+}
+
+// compareHitRuns are TestCompareCounts' runs of the trace bodies on e's
+// kernel, with the --attach-n, --crowd-k and --calls values of its
+// kernel-trigger runs.
+func compareHitRuns(e *env) (hitRuns []compareHitRun, attachN, crowdK, calls string) {
 	// The trace bodies run in separate compare runs (each starts in
 	// about a second) so that their modes can be chosen: only the ones
 	// the expectation table says work. A refused mode's row is the
@@ -811,9 +875,8 @@ func TestCompareCounts(t *testing.T) {
 			working = append(working, m)
 		}
 	}
-	type hitRun struct{ bodies, modes []string }
-	hitRuns := []hitRun{{[]string{"trace", "exit-only", "agg", "filtered"}, working}}
-	attachN, crowdK, calls := "1,5", "0,5", "2000"
+	hitRuns = []compareHitRun{{[]string{"trace", "exit-only", "agg", "filtered"}, working}}
+	attachN, crowdK, calls = "1,5", "0,5", "2000"
 	if e.kin.Arch == "arm64" {
 		// Under arm64 TCG each row of a trace body loads ftprobe's trace
 		// program twice (warm-up and run: 6-13 s a row), and each fentry
@@ -835,87 +898,36 @@ func TestCompareCounts(t *testing.T) {
 		// body with attach, crowd and stream 106 s, trace and filtered
 		// 92 s, exit-only and agg 37 s; syscall trigger 23 s).
 		two := slices.DeleteFunc(slices.Clone(working), func(m string) bool { return m != "fentry+fexit" && m != "kprobe.multi+kretprobe.multi" })
-		hitRuns = []hitRun{{[]string{"trace", "filtered"}, working}, {[]string{"exit-only", "agg"}, two}}
+		hitRuns = []compareHitRun{{[]string{"trace", "filtered"}, working}, {[]string{"exit-only", "agg"}, two}}
 		attachN, crowdK, calls = "1,3", "0,3", "1000"
 	}
 	// The timed body (counting programs plus a duration's two
 	// timestamps, a few seconds in all): its exit programs count a hit
 	// only when they find their entry's timestamp (session cookie or
 	// task storage), so two hits per call say every duration was taken.
-	hitRuns = append(hitRuns, hitRun{[]string{"timed"}, working})
-	compare := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command(bin, append([]string{"compare", "-q", "--runs", "1"}, args...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		start := time.Now()
-		out, err := cmd.Output()
-		require.NoError(t, err, "%v: %s", args, stderr.String())
-		t.Logf("compare %v (%s):\n%s", args, time.Since(start).Round(time.Millisecond), out)
-	}
-	// The kernel trigger: the empty body (every mode, refused ones
-	// included) with the attach, crowd and streaming scenarios; then the
-	// trace bodies; then the syscall trigger (and its raw_tp reference
-	// row) with the empty body only, to keep the test within a few
-	// minutes under TCG.
-	compare("--calls", calls, "--trigger", "kernel", "--body", "empty",
-		"--attach-n", attachN, "--crowd-k", crowdK, "--stream-calls", "5000", "--json", dir+"/c.json", "--plot", dir+"/c.svg")
-	files := []string{dir + "/c.json"}
-	wantRows := map[string]bool{}
-	for i, h := range hitRuns {
-		f := fmt.Sprintf("%s/b%d.json", dir, i)
-		compare("--calls", calls, "--trigger", "kernel", "--scenario", "hit", "--body", strings.Join(h.bodies, ","),
-			"--mode", strings.Join(h.modes, ","), "--json", f)
-		files = append(files, f)
-		for _, b := range h.bodies {
-			for _, m := range h.modes {
-				wantRows["kernel/"+b+"/"+m] = true
-			}
-		}
-	}
-	compare("--syscall-calls", "500", "--trigger", "syscall", "--scenario", "hit", "--body", "empty", "--json", dir+"/s.json")
-	files = append(files, dir+"/s.json")
-	type hitRow struct {
-		Trigger, Body, Mode, Reason string
-		Supported                   bool
-		Hits                        uint64 `json:"hits_last_run"`
-		Expected                    uint64 `json:"hits_expected"`
-		Misses                      int64
-		Delivered                   uint64 `json:"events_delivered"`
-		Drops                       uint64 `json:"ringbuf_drops"`
-		Reader                      string
-	}
-	var r struct {
-		Schema string
-		Hit    []hitRow `json:"hit_cost"`
-		Attach []struct {
-			Mode      string
-			N         int
-			Supported bool
-			Links     int
-			Programs  int
-		} `json:"attach_cost"`
-		Stream []struct {
-			Mode      string
-			Supported bool
-			Produced  uint64 `json:"events_produced"`
-			Delivered uint64 `json:"events_delivered"`
-			Dropped   uint64 `json:"events_dropped"`
-			Calls     int
-		} `json:"streaming"`
-		Crowd []struct {
-			Mode, Reason string
-			By           string `json:"crowd_by"`
-			K            int
-			Shared       bool `json:"target_shared"`
-			Supported    bool
-			Hits         uint64 `json:"hits_last_run"`
-			Expected     uint64 `json:"hits_expected"`
-			Misses       int64
-			SharerMisses int64 `json:"sharer_misses"`
-		} `json:"crowded_ftrace"`
-	}
-	var hits []hitRow
+	hitRuns = append(hitRuns, compareHitRun{[]string{"timed"}, working})
+	return hitRuns, attachN, crowdK, calls
+}
+
+// runCompare runs `ftprobe compare -q --runs 1` with args and logs its
+// report.
+func runCompare(t *testing.T, bin string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"compare", "-q", "--runs", "1"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	require.NoError(t, err, "%v: %s", args, stderr.String())
+	t.Logf("compare %v (%s):\n%s", args, time.Since(start).Round(time.Millisecond), out)
+}
+
+// readCompareReports reads the JSON reports of TestCompareCounts' compare
+// runs: the first one whole, the others' hit_cost rows appended to its.
+func readCompareReports(t *testing.T, files []string) compareReport {
+	t.Helper()
+	var r compareReport
+	var hits []compareHitRow
 	for i, f := range files {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
@@ -927,24 +939,32 @@ func TestCompareCounts(t *testing.T) {
 		}
 		var h struct {
 			Schema string
-			Hit    []hitRow `json:"hit_cost"`
+			Hit    []compareHitRow `json:"hit_cost"`
 		}
 		require.NoError(t, json.Unmarshal(b, &h))
 		assert.Equal(t, "ftprobe-compare/v1", h.Schema, f)
 		hits = append(hits, h.Hit...)
 	}
 	r.Hit = hits
-	for _, h := range r.Hit {
+	return r
+}
+
+// assertCompareHits asserts compare's hit_cost rows: every row asked for
+// (wantRows) is there, each supported where e's expectation says so (fam
+// from compareFamilies) and counting every triggered call exactly.
+func assertCompareHits(t *testing.T, e *env, fam map[string]string, hit []compareHitRow, wantRows map[string]bool) {
+	t.Helper()
+	for _, h := range hit {
 		delete(wantRows, h.Trigger+"/"+h.Body+"/"+h.Mode)
 	}
 	assert.Empty(t, wantRows, "trace-body rows asked for and missing")
 	bodies := map[string]bool{}
-	for _, h := range r.Hit {
+	for _, h := range hit {
 		bodies[h.Body] = true
 	}
 	assert.Len(t, bodies, 6, "empty, trace, exit-only, agg, filtered, timed: %v", bodies)
 	rows, rawTP := 0, 0
-	for _, h := range r.Hit {
+	for _, h := range hit {
 		if h.Mode == "baseline" {
 			continue
 		}
@@ -957,7 +977,7 @@ func TestCompareCounts(t *testing.T) {
 			assert.Equal(t, "syscall", h.Trigger, "raw_tp is the syscall trigger's row")
 			assert.True(t, h.Supported, "raw_tp at sys_enter: %s", h.Reason)
 		}
-		if m, ok := famOf(h.Body, h.Mode); ok && e.exp != nil {
+		if m, ok := compareFamily(fam, h.Body, h.Mode); ok && e.exp != nil {
 			assert.Equal(t, e.exp[m] == "", h.Supported, "%s/%s/%s: %s", h.Trigger, h.Body, h.Mode, h.Reason)
 			if !h.Supported {
 				assert.Contains(t, h.Reason, e.exp[m])
@@ -982,6 +1002,12 @@ func TestCompareCounts(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, rows, 2*6+2*2+2, "every mode keeps its row")
 	assert.Equal(t, 1, rawTP, "one raw_tp row, the syscall trigger's")
+}
+
+// assertCompareAttachStream asserts compare's attach_cost rows (one link
+// for a .multi mode, N otherwise) and streaming rows (every event read).
+func assertCompareAttachStream(t *testing.T, r compareReport) {
+	t.Helper()
 	for _, a := range r.Attach {
 		if a.Supported {
 			if strings.HasSuffix(a.Mode, ".multi") { // kprobe.multi, fentry.multi, fsession.multi: one link
@@ -999,11 +1025,18 @@ func TestCompareCounts(t *testing.T) {
 			assert.Zero(t, s.Dropped, "%s: nothing dropped at the default buffer size", s.Mode)
 		}
 	}
+}
+
+// assertCompareCrowd asserts compare's crowded_ftrace rows: each one kept,
+// supported where e's expectation says every path it needs works, and
+// counting every triggered call, the sharer's too.
+func assertCompareCrowd(t *testing.T, e *env, crowd []compareCrowdRow) {
+	t.Helper()
 	// --crowd-k 0,5: K=0 once, K=5 by each crowd kind; each with the target
 	// alone and shared, for fentry and kprobe.multi.
-	assert.Len(t, r.Crowd, 4+2*4, "every crowd row is kept")
+	assert.Len(t, crowd, 4+2*4, "every crowd row is kept")
 	crowdFam := map[string]string{"fentry": attach.ModeFentryFexit, "kprobe.multi": attach.ModeKprobeMulti}
-	for _, c := range r.Crowd {
+	for _, c := range crowd {
 		name := fmt.Sprintf("crowd %s by %q K=%d shared=%v", c.Mode, c.By, c.K, c.Shared)
 		need := map[string]bool{crowdFam[c.Mode]: true}
 		if c.By != "" {
@@ -1034,6 +1067,42 @@ func TestCompareCounts(t *testing.T) {
 			assert.Zero(t, c.SharerMisses, "%s: the sharer on the target counts every call too", name)
 		}
 	}
+}
+
+// TestCompareCounts runs a short compare and asserts exact hit counts and
+// the unsupported reasons, not timings.
+func TestCompareCounts(t *testing.T) {
+	e := lab(t)
+	bin := ftprobeBinary(t)
+	dir := t.TempDir()
+	fam := compareFamilies()
+	hitRuns, attachN, crowdK, calls := compareHitRuns(e)
+	// The kernel trigger: the empty body (every mode, refused ones
+	// included) with the attach, crowd and streaming scenarios; then the
+	// trace bodies; then the syscall trigger (and its raw_tp reference
+	// row) with the empty body only, to keep the test within a few
+	// minutes under TCG.
+	runCompare(t, bin, "--calls", calls, "--trigger", "kernel", "--body", "empty",
+		"--attach-n", attachN, "--crowd-k", crowdK, "--stream-calls", "5000", "--json", dir+"/c.json", "--plot", dir+"/c.svg")
+	files := []string{dir + "/c.json"}
+	wantRows := map[string]bool{}
+	for i, h := range hitRuns {
+		f := fmt.Sprintf("%s/b%d.json", dir, i)
+		runCompare(t, bin, "--calls", calls, "--trigger", "kernel", "--scenario", "hit", "--body", strings.Join(h.bodies, ","),
+			"--mode", strings.Join(h.modes, ","), "--json", f)
+		files = append(files, f)
+		for _, b := range h.bodies {
+			for _, m := range h.modes {
+				wantRows["kernel/"+b+"/"+m] = true
+			}
+		}
+	}
+	runCompare(t, bin, "--syscall-calls", "500", "--trigger", "syscall", "--scenario", "hit", "--body", "empty", "--json", dir+"/s.json")
+	files = append(files, dir+"/s.json")
+	r := readCompareReports(t, files)
+	assertCompareHits(t, e, fam, r.Hit, wantRows)
+	assertCompareAttachStream(t, r)
+	assertCompareCrowd(t, e, r.Crowd)
 	svg, err := os.ReadFile(dir + "/c.svg")
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "<svg")
@@ -2114,31 +2183,7 @@ func TestEntryOnlyNoreturn(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			needMode(t, e, mode)
 			stdout, stderr := runFailingOpen(t, bin, "trace", mode, "do_group_exit", "do_exit")
-			var groupExits, exits []map[string]any
-			var sum map[string]any
-			tgids := map[int64]bool{}
-			exitTids := map[int64]int{}
-			for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
-				m := decodeLine(t, l)
-				switch {
-				case m["type"] == "summary":
-					sum = m
-					continue
-				case m["type"] != "entry":
-					t.Errorf("an entry-only trace has no exit events: %s", l)
-					continue
-				}
-				assert.Equal(t, "noreturn", m["entry_only"], l)
-				assert.Contains(t, []string{mode, attach.ModeFentryFexit}, m["mode"], l)
-				tgids[num(m["tgid"])] = true
-				switch m["func"] {
-				case "do_group_exit":
-					groupExits = append(groupExits, m)
-				case "do_exit":
-					exits = append(exits, m)
-					exitTids[num(m["tid"])]++
-				}
-			}
+			groupExits, exits, sum, tgids, exitTids := decodeNoreturn(t, mode, stdout.String())
 			require.NotNil(t, sum, "summary record")
 			require.Len(t, tgids, 1, "only the command's process: %v", tgids)
 			for tg := range tgids {
@@ -2196,6 +2241,45 @@ func TestEntryOnlyNoreturn(t *testing.T) {
 		})
 	}
 	// list says so, in every mode.
+	assertListNoreturn(t, bin)
+}
+
+// decodeNoreturn decodes the JSON lines of an entry-only trace of
+// do_group_exit and do_exit in mode, asserting that each is an entry
+// marked noreturn: the do_group_exit and do_exit entries, the summary,
+// the tgids met and the do_exit entries per tid.
+func decodeNoreturn(t *testing.T, mode, stdout string) (groupExits, exits []map[string]any, sum map[string]any, tgids map[int64]bool, exitTids map[int64]int) {
+	t.Helper()
+	tgids = map[int64]bool{}
+	exitTids = map[int64]int{}
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		m := decodeLine(t, l)
+		switch {
+		case m["type"] == "summary":
+			sum = m
+			continue
+		case m["type"] != "entry":
+			t.Errorf("an entry-only trace has no exit events: %s", l)
+			continue
+		}
+		assert.Equal(t, "noreturn", m["entry_only"], l)
+		assert.Contains(t, []string{mode, attach.ModeFentryFexit}, m["mode"], l)
+		tgids[num(m["tgid"])] = true
+		switch m["func"] {
+		case "do_group_exit":
+			groupExits = append(groupExits, m)
+		case "do_exit":
+			exits = append(exits, m)
+			exitTids[num(m["tid"])]++
+		}
+	}
+	return groupExits, exits, sum, tgids, exitTids
+}
+
+// assertListNoreturn asserts that `ftprobe list` marks do_group_exit entry
+// only (noreturn) in every mode, in its table and in its JSON.
+func assertListNoreturn(t *testing.T, bin string) {
+	t.Helper()
 	out, err := exec.Command(bin, "list", "do_group_exit").Output()
 	require.NoError(t, err)
 	assert.Regexp(t, `do_group_exit\s+0x[0-9a-f]+\s+1`+strings.Repeat(`\s+entry only \[1\]`, len(modes))+`\s+void do_group_exit`, string(out))
