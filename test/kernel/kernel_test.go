@@ -250,13 +250,29 @@ func traceInThreadOpts(t *testing.T, mode string, funcs []string, filters attach
 }
 
 // traceInThreadWith runs trace.Run with o (JSON output, filtered to the
-// calling locked OS thread) around fn.
+// calling locked OS thread) around fn. The programs run for every task's
+// call of a traced function, filters inside them; when one is preempted
+// on its CPU, the kernel skips the next run there (recursion protection;
+// fprobe's missed count), which may be the workload's own call. Such an
+// attempt, its misses counted, is logged and run again (fn must be
+// repeatable), at most twice; the last attempt is returned whatever its
+// misses, for the caller's exact assertions to judge.
 func traceInThreadWith(t *testing.T, o trace.Options, fn func()) ([]map[string]any, *trace.Summary) {
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	o.Filters.TID = uint32(unix.Gettid())
-	return traceAround(t, o, fn)
+	for attempt := 1; ; attempt++ {
+		if b, ok := o.Log.(*bytes.Buffer); ok {
+			b.Reset() // the log of the attempt returned only
+		}
+		evs, sum := traceAround(t, o, fn)
+		if sum == nil || sum.Losses.RecursionMiss+sum.Losses.KprobeMissed == 0 || attempt == 3 {
+			return evs, sum
+		}
+		l := sum.Losses
+		t.Logf("attempt %d set aside: %d recursion misses, %d fprobe missed runs (a program preempted on a CPU, maybe the workload's); tracing again", attempt, l.RecursionMiss, l.KprobeMissed)
+	}
 }
 
 // traceAround runs trace.Run with o (JSON output) around fn and returns
@@ -1538,7 +1554,12 @@ func TestMemoryFlat(t *testing.T) {
 	n := float64(last.Events - first.Events)
 	rssGrowth := float64(int64(last.RSSBytes) - int64(first.RSSBytes))
 	heapGrowth := float64(int64(last.Heap) - int64(first.Heap))
-	assert.Less(t, rssGrowth, float64(16<<20), "RSS grew from %d to %d bytes", first.RSSBytes, last.RSSBytes)
+	// RSS also takes in the reader's queues filling to their bound when
+	// it falls behind (DefaultQueueBytes per CPU, its arena up to twice
+	// that with the records' spans) and freed memory Go has not yet
+	// returned: 16 MiB and 4 MiB per CPU.
+	rssBound := float64(16<<20 + 4<<20*runtime.NumCPU())
+	assert.Less(t, rssGrowth, rssBound, "RSS grew from %d to %d bytes", first.RSSBytes, last.RSSBytes)
 	assert.Less(t, heapGrowth, float64(16<<20), "live heap grew from %d to %d bytes", first.Heap, last.Heap)
 	if n >= 1e6 {
 		assert.Less(t, heapGrowth/n, 16.0, "live heap bytes per event over %.0f events", n)
