@@ -79,8 +79,9 @@ func TestKernelMatrix(t *testing.T) {
 		queue <- strings.TrimSpace(entry)
 	}
 	close(queue)
+	jobs = min(jobs, len(matrix))
 	var wg sync.WaitGroup
-	for range min(jobs, len(matrix)) {
+	for range jobs {
 		wg.Go(func() {
 			for entry := range queue {
 				f := strings.Split(entry, ":")
@@ -89,7 +90,7 @@ func TestKernelMatrix(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	t.Logf("matrix %v took %s (%d guests at once)", matrix, time.Since(start).Round(time.Second), min(jobs, len(matrix)))
+	t.Logf("matrix %v took %s (%d guests at once)", matrix, time.Since(start).Round(time.Second), jobs)
 	// Last, so that a log cut to its tail (CI's) still names them.
 	for _, f := range m.failed {
 		t.Logf("failed: %s", f)
